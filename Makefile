@@ -1,0 +1,45 @@
+# Every target creates the virtualenv when missing, so a fresh clone needs only `make test`.
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export PYSPARK_PYTHON := $(abspath $(PY))
+export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
+
+.PHONY: install test test-unit lint bench bench-operator bench-http constraints clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip wheel
+
+$(STAMP): $(PY) requirements.txt constraints.txt pyproject.toml
+	$(PY) -m pip install --quiet -r requirements.txt -c constraints.txt
+	$(PY) -m pip install --quiet --no-deps -e .
+	touch $(STAMP)
+
+install: $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+test-unit: $(STAMP)
+	$(PY) -m pytest -q tests/unit
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+
+bench: bench-operator bench-http
+
+bench-operator: $(STAMP)
+	$(PY) -m benchmarks.operator_overhead
+
+bench-http: $(STAMP)
+	$(PY) -m benchmarks.http_throughput
+
+# Re-resolve the full pinned set after changing requirements.txt (Airflow's convention).
+constraints: $(PY)
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip freeze --exclude-editable | grep -v '^resumable-enrichment' > constraints.txt
+
+clean:
+	rm -rf $(VENV) .pytest_cache
