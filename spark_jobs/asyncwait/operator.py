@@ -1,0 +1,251 @@
+"""The async wait operator: Flink's ``AsyncWaitOperator`` on asyncio.
+
+Up to ``capacity`` queue entries (records in flight or waiting to be emitted, and
+watermarks) exist at once; the source is not read further until one is emitted
+(back-pressure). Each record's call runs as its own task with its retries inside a single
+per-record timeout. Outputs leave through the queue: in input order (``ordered``) or in
+completion order within watermark boundaries (``unordered``). Every record yields exactly
+one output, a :class:`Result` or a :class:`Failure`; the operator itself never fails
+because a call did.
+
+The run loop is the emitter: Flink hands results to a separate emitter thread, here the
+consumer of ``run()`` pulls them, so emitting never races with snapshots.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections import deque
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from typing import Any, Literal
+
+from .elements import MAX_WATERMARK, Failure, Result, Watermark, describe_error
+from .metrics import OperatorMetrics
+from .ordered_queue import OrderedQueue
+from .queue_entry import QueueEntry, RecordEntry, WatermarkEntry
+from .retry import RetryStrategy
+from .snapshot import OperatorSnapshot, decode_entry, encode_entry
+from .source import NOTHING, Source
+from .unordered_queue import UnorderedQueue
+
+Output = Result | Failure | Watermark
+AsyncFunction = Callable[[Any], Awaitable[Any]]
+TimeoutHandler = Callable[[Any], Any]
+
+
+class AsyncWaitOperator:
+    """Keeps many calls of ``fn`` in flight with Flink's ordering, capacity and timeout rules.
+
+    ``timeout`` bounds one record's whole processing, retries included. On expiry
+    ``on_timeout(record)`` (sync or async) may supply a fallback value; otherwise the record
+    becomes a :class:`Failure`. A result arriving after its timeout is dropped.
+    """
+
+    def __init__(
+        self,
+        fn: AsyncFunction,
+        *,
+        mode: Literal["ordered", "unordered"] = "ordered",
+        capacity: int = 100,
+        timeout: float | None = None,
+        retry: RetryStrategy | None = None,
+        on_timeout: TimeoutHandler | None = None,
+    ) -> None:
+        if not callable(fn):
+            raise TypeError(f"fn must be an async function, got {fn!r}")
+        if mode not in ("ordered", "unordered"):
+            raise ValueError(f"mode must be 'ordered' or 'unordered', got {mode!r}")
+        if not isinstance(capacity, int) or capacity < 1:
+            raise ValueError(f"capacity must be a positive int, got {capacity!r}")
+        if timeout is not None and timeout <= 0:
+            raise ValueError(f"timeout must be > 0 seconds (or None), got {timeout!r}")
+        self.fn = fn
+        self.mode = mode
+        self.capacity = capacity
+        self.timeout = timeout
+        self.retry = retry or RetryStrategy.no_retry()
+        self.on_timeout = on_timeout
+        self.metrics = OperatorMetrics()
+        self._queue: OrderedQueue | UnorderedQueue = self._new_queue()
+        self._restoring: deque[QueueEntry] = deque()
+        self._consumed = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._waiter: asyncio.Future[None] | None = None
+        self._crash: BaseException | None = None
+        self._running = False
+
+    def _new_queue(self) -> OrderedQueue | UnorderedQueue:
+        return OrderedQueue() if self.mode == "ordered" else UnorderedQueue()
+
+    def snapshot(self) -> OperatorSnapshot:
+        """Everything not yet emitted, in queue order, and the source offset reached.
+
+        Call it between two outputs of ``run()``; entries already emitted are never in it.
+        """
+        entries = [*self._queue.entries(), *self._restoring]
+        return OperatorSnapshot([encode_entry(e) for e in entries], self._consumed)
+
+    async def run(
+        self,
+        source: Iterable[Any] | AsyncIterable[Any],
+        restored: OperatorSnapshot | None = None,
+    ) -> AsyncIterator[Output]:
+        """Process ``restored`` entries first, then ``source``; end with ``Watermark(MAX)``.
+
+        ``source`` must start where the snapshot's ``consumed`` offset left off (the caller
+        skips what was consumed); ``consumed`` keeps counting from there. Close the
+        generator (``contextlib.aclosing``) or cancel its consumer to stop early: every
+        call in flight is then cancelled and awaited.
+        """
+        if self._running:
+            raise RuntimeError("this operator is already running; create one per stream")
+        self._running = True
+        restored = restored or OperatorSnapshot.empty()
+        self.metrics = OperatorMetrics()
+        self._queue = self._new_queue()
+        self._restoring = deque(decode_entry(e) for e in restored.entries)
+        self._consumed = restored.consumed
+        self._crash = None
+        source_reader = Source(source)
+        try:
+            while True:
+                if self._crash is not None:
+                    raise self._crash
+                entry = self._queue.pop_ready()
+                if entry is not None:
+                    yield self._emitted(entry)
+                    continue
+                if len(self._queue) < self.capacity:
+                    if self._restoring:
+                        self._enqueue(self._restoring.popleft())
+                        continue
+                    if not source_reader.exhausted:
+                        element = source_reader.take()
+                        if element is not NOTHING:
+                            self._consumed += 1
+                            self._enqueue(self._wrap(element))
+                            continue
+                if source_reader.exhausted and not self._queue:
+                    break
+                await self._wait_for_progress(source_reader.pull)
+            yield Watermark(MAX_WATERMARK)
+        finally:
+            await self._cancel_in_flight()
+            await source_reader.close()
+            self._running = False
+
+    # -- queue -----------------------------------------------------------------------
+
+    @staticmethod
+    def _wrap(element: Any) -> QueueEntry:
+        if isinstance(element, Watermark):
+            return WatermarkEntry(element)
+        return RecordEntry(element)
+
+    def _enqueue(self, entry: QueueEntry) -> None:
+        entry.enqueued_at = time.perf_counter()
+        self._queue.add(entry)
+        if not entry.done:
+            assert isinstance(entry, RecordEntry)
+            task = asyncio.get_running_loop().create_task(self._process(entry))
+            self._tasks.add(task)
+            task.add_done_callback(self._task_done)
+            self.metrics.in_flight = len(self._tasks)
+
+    def _emitted(self, entry: QueueEntry) -> Output:
+        metrics = self.metrics
+        if isinstance(entry, RecordEntry):
+            metrics.emitted += 1
+            metrics.latencies.append(time.perf_counter() - entry.enqueued_at)
+        return entry.outcome  # type: ignore[return-value]
+
+    def _complete(self, entry: RecordEntry, outcome: Result | Failure) -> None:
+        entry.outcome = outcome
+        if isinstance(outcome, Failure):
+            self.metrics.failed += 1
+        else:
+            self.metrics.completed += 1
+        self._queue.completed(entry)
+        self._wake()
+
+    # -- waking the run loop -----------------------------------------------------------
+
+    def _wake(self, _: object = None) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def _wait_for_progress(self, pull: asyncio.Task[Any] | None) -> None:
+        """Sleep until a record completes or the source delivers an element."""
+        self._waiter = asyncio.get_running_loop().create_future()
+        if pull is not None:
+            pull.add_done_callback(self._wake)
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+            if pull is not None:
+                pull.remove_done_callback(self._wake)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self.metrics.in_flight = len(self._tasks)
+        if not task.cancelled() and task.exception() is not None and self._crash is None:
+            self._crash = task.exception()  # a bug, not a call failure: surface it
+            self._wake()
+
+    async def _cancel_in_flight(self) -> None:
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- one record --------------------------------------------------------------------
+
+    async def _process(self, entry: RecordEntry) -> None:
+        deadline = asyncio.timeout(self.timeout)
+        try:
+            async with deadline:
+                outcome = await self._call_with_retries(entry)
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+        if deadline.expired():  # also when a call swallowed its cancellation: drop it
+            self.metrics.timed_out += 1
+            outcome = await self._timeout_outcome(entry)
+        self._complete(entry, outcome)
+
+    async def _call_with_retries(self, entry: RecordEntry) -> Result | Failure:
+        record = entry.record
+        while True:
+            try:
+                value = await self.fn(record)
+            except Exception as error:
+                entry.attempts += 1
+                delay = self.retry.delay_after_exception(entry.attempts, error)
+                if delay is None:
+                    return Failure(record, describe_error(error), entry.attempts)
+            except asyncio.CancelledError:
+                entry.attempts += 1  # the call was made; a timeout or shutdown cut it
+                raise
+            else:
+                entry.attempts += 1
+                delay = self.retry.delay_after_result(entry.attempts, value)
+                if delay is None:
+                    return Result(record, value, entry.attempts)
+            self.metrics.retried += 1
+            await asyncio.sleep(delay)
+
+    async def _timeout_outcome(self, entry: RecordEntry) -> Result | Failure:
+        if self.on_timeout is None:
+            message = f"TimeoutError: no result within {self.timeout:g}s"
+            return Failure(entry.record, message, entry.attempts)
+        try:
+            value = self.on_timeout(entry.record)
+            if inspect.isawaitable(value):
+                value = await value
+        except Exception as error:
+            message = f"on_timeout failed: {describe_error(error)}"
+            return Failure(entry.record, message, entry.attempts)
+        return Result(entry.record, value, entry.attempts)
