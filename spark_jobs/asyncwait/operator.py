@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import time
 from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from time import perf_counter
 from typing import Any, Literal
 
 from .elements import MAX_WATERMARK, Failure, Result, Watermark, describe_error
@@ -71,10 +71,11 @@ class AsyncWaitOperator:
         self._queue: OrderedQueue | UnorderedQueue = self._new_queue()
         self._restoring: deque[QueueEntry] = deque()
         self._consumed = 0
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._in_flight: dict[RecordEntry, asyncio.Task[None]] = {}
         self._waiter: asyncio.Future[None] | None = None
         self._crash: BaseException | None = None
         self._running = False
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def _new_queue(self) -> OrderedQueue | UnorderedQueue:
         return OrderedQueue() if self.mode == "ordered" else UnorderedQueue()
@@ -108,16 +109,18 @@ class AsyncWaitOperator:
         self._restoring = deque(decode_entry(e) for e in restored.entries)
         self._consumed = restored.consumed
         self._crash = None
+        self._loop = asyncio.get_running_loop()
         source_reader = Source(source)
+        queue, capacity = self._queue, self.capacity  # locals: this loop runs per element
         try:
             while True:
                 if self._crash is not None:
                     raise self._crash
-                entry = self._queue.pop_ready()
+                entry = queue.pop_ready()
                 if entry is not None:
                     yield self._emitted(entry)
                     continue
-                if len(self._queue) < self.capacity:
+                if len(queue) < capacity:
                     if self._restoring:
                         self._enqueue(self._restoring.popleft())
                         continue
@@ -125,9 +128,13 @@ class AsyncWaitOperator:
                         element = source_reader.take()
                         if element is not NOTHING:
                             self._consumed += 1
-                            self._enqueue(self._wrap(element))
+                            self._enqueue(
+                                WatermarkEntry(element)
+                                if type(element) is Watermark
+                                else RecordEntry(element)
+                            )
                             continue
-                if source_reader.exhausted and not self._queue:
+                if source_reader.exhausted and not queue:
                     break
                 await self._wait_for_progress(source_reader.pull)
             yield Watermark(MAX_WATERMARK)
@@ -138,32 +145,24 @@ class AsyncWaitOperator:
 
     # -- queue -----------------------------------------------------------------------
 
-    @staticmethod
-    def _wrap(element: Any) -> QueueEntry:
-        if isinstance(element, Watermark):
-            return WatermarkEntry(element)
-        return RecordEntry(element)
-
     def _enqueue(self, entry: QueueEntry) -> None:
-        entry.enqueued_at = time.perf_counter()
+        entry.enqueued_at = perf_counter()
         self._queue.add(entry)
         if not entry.done:
-            assert isinstance(entry, RecordEntry)
-            task = asyncio.get_running_loop().create_task(self._process(entry))
-            self._tasks.add(task)
-            task.add_done_callback(self._task_done)
-            self.metrics.in_flight = len(self._tasks)
+            assert type(entry) is RecordEntry
+            self._in_flight[entry] = self._loop.create_task(self._process(entry))
+            self.metrics.in_flight = len(self._in_flight)
 
     def _emitted(self, entry: QueueEntry) -> Output:
-        metrics = self.metrics
-        if isinstance(entry, RecordEntry):
+        if type(entry) is RecordEntry:
+            metrics = self.metrics
             metrics.emitted += 1
-            metrics.latencies.append(time.perf_counter() - entry.enqueued_at)
+            metrics.latencies.append(perf_counter() - entry.enqueued_at)
         return entry.outcome  # type: ignore[return-value]
 
     def _complete(self, entry: RecordEntry, outcome: Result | Failure) -> None:
         entry.outcome = outcome
-        if isinstance(outcome, Failure):
+        if type(outcome) is Failure:
             self.metrics.failed += 1
         else:
             self.metrics.completed += 1
@@ -188,15 +187,8 @@ class AsyncWaitOperator:
             if pull is not None:
                 pull.remove_done_callback(self._wake)
 
-    def _task_done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        self.metrics.in_flight = len(self._tasks)
-        if not task.cancelled() and task.exception() is not None and self._crash is None:
-            self._crash = task.exception()  # a bug, not a call failure: surface it
-            self._wake()
-
     async def _cancel_in_flight(self) -> None:
-        tasks = list(self._tasks)
+        tasks = list(self._in_flight.values())
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -204,6 +196,25 @@ class AsyncWaitOperator:
     # -- one record --------------------------------------------------------------------
 
     async def _process(self, entry: RecordEntry) -> None:
+        """One record's task; its bookkeeping lives here rather than in a done callback,
+        which would cost an extra event-loop turn per record."""
+        try:
+            if self.timeout is None:
+                outcome = await self._call_with_retries(entry)
+            else:
+                outcome = await self._call_within_timeout(entry)
+            self._complete(entry, outcome)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as crash:  # a bug, not a call failure: surface it in run()
+            if self._crash is None:
+                self._crash = crash
+            self._wake()
+        finally:
+            del self._in_flight[entry]
+            self.metrics.in_flight = len(self._in_flight)
+
+    async def _call_within_timeout(self, entry: RecordEntry) -> Result | Failure:
         deadline = asyncio.timeout(self.timeout)
         try:
             async with deadline:
@@ -211,10 +222,10 @@ class AsyncWaitOperator:
         except TimeoutError:
             if not deadline.expired():
                 raise
-        if deadline.expired():  # also when a call swallowed its cancellation: drop it
-            self.metrics.timed_out += 1
-            outcome = await self._timeout_outcome(entry)
-        self._complete(entry, outcome)
+        if not deadline.expired():
+            return outcome
+        self.metrics.timed_out += 1  # a call that swallowed its cancellation is dropped too
+        return await self._timeout_outcome(entry)
 
     async def _call_with_retries(self, entry: RecordEntry) -> Result | Failure:
         record = entry.record
