@@ -41,6 +41,10 @@ class AsyncWaitOperator:
     ``timeout`` bounds one record's whole processing, retries included. On expiry
     ``on_timeout(record)`` (sync or async) may supply a fallback value; otherwise the record
     becomes a :class:`Failure`. A result arriving after its timeout is dropped.
+
+    ``is_fatal(error)`` marks exceptions that say the stream itself cannot go on (e.g. the
+    API is down for everyone) rather than that one record failed: such an error stops
+    ``run()`` and is raised from it, and the queue stays intact for a snapshot.
     """
 
     def __init__(
@@ -52,6 +56,7 @@ class AsyncWaitOperator:
         timeout: float | None = None,
         retry: RetryStrategy | None = None,
         on_timeout: TimeoutHandler | None = None,
+        is_fatal: Callable[[BaseException], bool] | None = None,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"fn must be an async function, got {fn!r}")
@@ -67,6 +72,7 @@ class AsyncWaitOperator:
         self.timeout = timeout
         self.retry = retry or RetryStrategy.no_retry()
         self.on_timeout = on_timeout
+        self.is_fatal = is_fatal
         self.metrics = OperatorMetrics()
         self._queue: OrderedQueue | UnorderedQueue = self._new_queue()
         self._restoring: deque[QueueEntry] = deque()
@@ -225,22 +231,27 @@ class AsyncWaitOperator:
         if not deadline.expired():
             return outcome
         self.metrics.timed_out += 1  # a call that swallowed its cancellation is dropped too
+        if entry.calling:  # the call the timeout cut was made: it counts
+            entry.calling = False
+            entry.attempts += 1
         return await self._timeout_outcome(entry)
 
     async def _call_with_retries(self, entry: RecordEntry) -> Result | Failure:
         record = entry.record
         while True:
+            entry.calling = True
             try:
                 value = await self.fn(record)
             except Exception as error:
+                entry.calling = False
+                if self.is_fatal is not None and self.is_fatal(error):
+                    raise  # not this record's failure: its budget is untouched
                 entry.attempts += 1
                 delay = self.retry.delay_after_exception(entry.attempts, error)
                 if delay is None:
                     return Failure(record, describe_error(error), entry.attempts)
-            except asyncio.CancelledError:
-                entry.attempts += 1  # the call was made; a timeout or shutdown cut it
-                raise
             else:
+                entry.calling = False
                 entry.attempts += 1
                 delay = self.retry.delay_after_result(entry.attempts, value)
                 if delay is None:

@@ -13,12 +13,14 @@ from .elements import Failure, Result, Watermark
 class RecordEntry:
     """A record and, once its call is over, its outcome.
 
-    ``attempts`` counts calls that have finished (failed or returned); a call in flight
-    is not counted, so a restored entry always has at least one call left in its budget.
+    ``attempts`` counts calls that have finished (failed or returned) or were cut by the
+    timeout; a call in flight (``calling``) is not counted, so a restored entry always has
+    at least one call left in its budget.
     """
 
     record: Any
     attempts: int = 0
+    calling: bool = False
     outcome: Result | Failure | None = None
     enqueued_at: float = 0.0
 

@@ -7,9 +7,10 @@ weight, and namespaces of runs that were abandoned must be findable to be discar
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .manifest import Manifest
 from .paths import NamespaceKey
@@ -33,6 +34,14 @@ class PartitionProgress:
     watermark: int | None
     committed_at: datetime
     attempt: str
+    in_flight: int = 0
+    """Pending operator entries at the cut: requested again (or replayed) on resume."""
+    stats: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def done_rows(self) -> int:
+        """Records with a committed outcome: enriched or dead letter."""
+        return self.committed_rows + self.dead_letter_rows
 
     @classmethod
     def of(cls, manifest: Manifest) -> PartitionProgress:
@@ -48,6 +57,8 @@ class PartitionProgress:
             watermark=manifest.watermark,
             committed_at=manifest.committed_at,
             attempt=manifest.attempt,
+            in_flight=len(manifest.pending),
+            stats=dict(manifest.stats),
         )
 
 

@@ -6,6 +6,7 @@ logged or written anywhere else: manifests, log lines and errors name only paths
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from datetime import timedelta
@@ -22,9 +23,12 @@ from .paths import (
     partition_dir_name,
 )
 from .retention import NamespaceInfo, PartitionProgress
-from .storage import list_entries
+from .storage import list_entries, write_atomically
 
 logger = logging.getLogger(__name__)
+
+#: The job description a run leaves in its namespace, so a later run can say what changed.
+JOB_RECORD = "job.json"
 
 
 class SnapshotStore:
@@ -87,6 +91,24 @@ class SnapshotStore:
                     key = NamespaceKey(dag_id, task_id, interval_start)
                     infos.append(NamespaceInfo(key, tuple(self.namespace_progress(key))))
         return infos
+
+    def write_job_record(self, key: NamespaceKey, record: Mapping[str, Any]) -> None:
+        """Store the run's description (fingerprint and its parts; no secrets) atomically."""
+        data = json.dumps(record, sort_keys=True, indent=1).encode()
+        write_atomically(self._fs, self.namespace_path(key), JOB_RECORD, data)
+
+    def read_job_record(self, key: NamespaceKey) -> dict[str, Any] | None:
+        """The description written by :meth:`write_job_record`, or None if absent/unreadable."""
+        path = f"{self.namespace_path(key)}/{JOB_RECORD}"
+        try:
+            with self._fs.open(path, "rb") as file:
+                record = json.loads(file.read())
+        except FileNotFoundError:
+            return None
+        except ValueError:
+            logger.warning("ignoring unreadable job record %s", path)
+            return None
+        return record if isinstance(record, dict) else None
 
     def discard(self, key: NamespaceKey) -> bool:
         """Recursively delete a task run's snapshots; returns whether anything existed."""

@@ -180,3 +180,29 @@ async def test_timeout_covers_all_retries_together():
     assert isinstance(out, Failure) and out.error.startswith("TimeoutError")
     assert out.attempts == 3  # two finished calls + the one the timeout cut
     assert asyncio.get_running_loop().time() - started < 0.5
+
+
+async def test_a_fatal_error_stops_the_stream_and_leaves_the_queue_for_a_snapshot():
+    class ApiDown(Exception):
+        pass
+
+    release = asyncio.Event()
+
+    async def fn(record):
+        if record == 2:
+            raise ApiDown("everything answers 503")
+        await release.wait()
+        return record
+
+    op = AsyncWaitOperator(
+        fn,
+        capacity=4,
+        retry=RetryStrategy.fixed_delay(3, 0.0),
+        is_fatal=lambda e: isinstance(e, ApiDown),
+    )
+    with pytest.raises(ApiDown):
+        async for _ in op.run(range(10)):
+            pass
+    snap = op.snapshot()
+    assert snap.consumed == 4
+    assert snap.entries == [{"record": r, "attempts": 0} for r in range(4)]  # budgets untouched

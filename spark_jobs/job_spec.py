@@ -1,0 +1,264 @@
+"""The enrichment job's specification: command-line flags and an optional spec file.
+
+A YAML/JSON ``--spec FILE`` holds the same options as the flags (``snake_case`` keys);
+flags given on the command line win. Everything is validated here, before Spark starts,
+and every error names the option at fault. Secrets never travel through the spec: the
+API token is read on the executors from ``token_env`` or ``token_file``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from spark_jobs.enrichers import HttpEnricherConfig, ResponseField
+
+INPUT_FORMATS = ("jsonl", "parquet", "csv")
+RESUME_MODES = ("auto", "never", "require")
+
+
+class SpecError(ValueError):
+    """A bad option or spec file; the message names the option."""
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    input: str
+    output: str
+    key_column: str
+    snapshot_dir: str
+    input_format: str = "jsonl"
+    event_time_column: str | None = None
+    max_out_of_orderness: float = 0.0
+    """Seconds of event-time disorder tolerated by the watermark generator."""
+    watermark_every: int = 100
+    url_template: str | None = None
+    response_fields: dict[str, ResponseField] = field(default_factory=dict)
+    enricher: str | None = None
+    """``package.module:function``: a user's async function instead of the HTTP enricher."""
+    http: dict[str, Any] = field(default_factory=dict)
+    """Further HttpEnricherConfig options (method, headers, token_env, batching...)."""
+    partitions: int = 8
+    capacity: int = 100
+    mode: str = "unordered"
+    timeout: float = 30.0
+    max_attempts: int = 5
+    snapshot_interval: float = 10.0
+    snapshot_max_rows: int = 50_000
+    """A snapshot is also cut when this many outputs wait for one (bounds memory)."""
+    resume: str = "auto"
+    dag_id: str = "manual"
+    task_id: str = "enrich"
+    interval_start: str = "default"
+    keep_snapshots: bool = False
+    progress_interval: float = 10.0
+    outage_threshold: int = 100
+    """Consecutive transiently failed calls that stop the partition (0: never)."""
+
+    def __post_init__(self) -> None:
+        _check(
+            self.input_format in INPUT_FORMATS,
+            "input_format",
+            f"must be one of {', '.join(INPUT_FORMATS)}, got {self.input_format!r}",
+        )
+        _check(
+            self.mode in ("ordered", "unordered"),
+            "mode",
+            f"must be ordered or unordered, got {self.mode!r}",
+        )
+        _check(
+            self.resume in RESUME_MODES,
+            "resume",
+            f"must be one of {', '.join(RESUME_MODES)}, got {self.resume!r}",
+        )
+        for name in (
+            "partitions",
+            "capacity",
+            "max_attempts",
+            "watermark_every",
+            "snapshot_max_rows",
+        ):
+            value = getattr(self, name)
+            _check(
+                isinstance(value, int) and value >= 1,
+                name,
+                f"must be a positive integer, got {value!r}",
+            )
+        for name in ("timeout", "snapshot_interval", "progress_interval"):
+            _check(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)!r}")
+        _check(self.max_out_of_orderness >= 0, "max_out_of_orderness", "must be >= 0")
+        for name in ("input", "output", "key_column", "snapshot_dir"):
+            _check(bool(getattr(self, name)), name, "is required")
+        calls_http = bool(self.url_template or self.http.get("batch_url_template"))
+        _check(
+            calls_http != bool(self.enricher),
+            "url_template",
+            "give exactly one of --url-template (HTTP API) or --enricher (your function)",
+        )
+        _check(
+            bool(self.response_fields),
+            "response_field",
+            "at least one --response-field NAME=JSONPATH[:TYPE] is needed",
+        )
+        if self.enricher is None:
+            try:
+                self.http_config()
+            except (TypeError, ValueError) as error:
+                raise SpecError(f"http: {error}") from None
+
+    def http_config(self) -> HttpEnricherConfig:
+        """The HTTP enricher's configuration for one partition's share of the job."""
+        options = {
+            "url_template": self.url_template,
+            "response_fields": self.response_fields,
+            "key_field": self.key_column,
+            "capacity": self.capacity,
+            "partitions": self.partitions,
+            **self.http,
+        }
+        return HttpEnricherConfig.from_dict(options)
+
+    def enrichment_identity(self) -> dict[str, Any]:
+        """What the enrichment computes (no secrets): part of the job fingerprint."""
+        identity: dict[str, Any] = {
+            "key_column": self.key_column,
+            "event_time_column": self.event_time_column,
+            "partitions": self.partitions,
+            "response_fields": {k: [v.path, v.type] for k, v in self.response_fields.items()},
+        }
+        if self.enricher:
+            identity["enricher"] = self.enricher
+        else:
+            identity["http"] = self.http_config().fingerprint()
+        return identity
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["response_fields"] = {k: [v.path, v.type] for k, v in self.response_fields.items()}
+        return json.dumps(data, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> JobSpec:
+        return cls.from_mapping(json.loads(text), source="job spec JSON")
+
+    @classmethod
+    def from_mapping(cls, data: dict[str, Any], *, source: str) -> JobSpec:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise SpecError(f"{source}: unknown option(s) {', '.join(unknown)}")
+        values = dict(data)
+        raw_fields = values.get("response_fields", {})
+        if isinstance(raw_fields, list):  # ["name=$.path:type", ...] as on the command line
+            raw_fields = dict(parse_response_field(item) for item in raw_fields)
+        try:
+            values["response_fields"] = {k: ResponseField.parse(v) for k, v in raw_fields.items()}
+        except (AttributeError, ValueError) as error:
+            raise SpecError(f"response_fields: {error}") from None
+        missing = [
+            n for n in ("input", "output", "key_column", "snapshot_dir") if not values.get(n)
+        ]
+        if missing:
+            flags = ", ".join("--" + n.replace("_", "-") for n in missing)
+            raise SpecError(f"missing required option(s): {flags}")
+        try:
+            return cls(**values)
+        except TypeError as error:
+            raise SpecError(f"{source}: {error}") from None
+
+
+def _check(ok: bool, option: str, message: str) -> None:
+    if not ok:
+        raise SpecError(f"--{option.replace('_', '-')}: {message}")
+
+
+_FIELD = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<path>\$[^:]*)(?::(?P<type>\w+))?$")
+
+
+def parse_response_field(text: str) -> tuple[str, ResponseField]:
+    """``NAME=JSONPATH[:TYPE]``, e.g. ``city=$.address.city`` or ``score=$.score:float``."""
+    match = _FIELD.match(text)
+    if not match:
+        raise SpecError(
+            "--response-field: expected NAME=JSONPATH[:TYPE] (e.g. score=$.score:float), "
+            f"got {text!r}"
+        )
+    try:
+        return match["name"], ResponseField(match["path"], match["type"] or "string")
+    except ValueError as error:
+        raise SpecError(f"--response-field {text!r}: {error}") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="enrich_job",
+        description="Enrich a batch by calling an API per record, resumably (Spark job).",
+        argument_default=argparse.SUPPRESS,  # absent flags leave spec-file values alone
+    )
+    add = parser.add_argument
+    add("--spec", help="YAML/JSON file with the same options (flags win)")
+    add("--input", help="input path (file, directory or glob; any Spark/Hadoop URL)")
+    add("--input-format", choices=INPUT_FORMATS, help="default: jsonl")
+    add("--output", help="output directory: data/, dead_letters/, _SUMMARY.json")
+    add("--key-column", help="record key: partitioning, sorting and URL placeholders")
+    add("--event-time-column", help="event time column: enables watermarks")
+    add("--max-out-of-orderness", type=float, help="seconds of event-time disorder (default 0)")
+    add("--url-template", help="e.g. http://api/customers/{id}")
+    add(
+        "--response-field",
+        dest="response_fields",
+        action="append",
+        help="NAME=JSONPATH[:TYPE], TYPE one of string,int,float,bool,json (repeatable)",
+    )
+    add("--enricher", help="package.module:function, a user async function instead of HTTP")
+    add("--partitions", type=int, help="fixed partition count (default 8)")
+    add("--capacity", type=int, help="requests in flight per partition (default 100)")
+    add("--mode", choices=("ordered", "unordered"), help="default: unordered")
+    add("--timeout", type=float, help="seconds per record, retries included (default 30)")
+    add("--max-attempts", type=int, help="calls per record, the first included (default 5)")
+    add("--snapshot-dir", help="snapshot root URL (local path, file://, s3://, hdfs://)")
+    add("--snapshot-interval", type=float, help="seconds between snapshots (default 10)")
+    add("--resume", choices=RESUME_MODES, help="auto (default), never or require")
+    add("--dag-id", help="snapshot namespace: DAG id (default manual)")
+    add("--task-id", help="snapshot namespace: task id (default enrich)")
+    add("--interval-start", help="snapshot namespace: data interval start (default default)")
+    add(
+        "--outage-threshold",
+        type=int,
+        help="consecutive transient call failures that fail the task for a later resume "
+        "instead of dead-lettering through an outage (default 100, 0 disables)",
+    )
+    add("--keep-snapshots", action="store_true", help="keep the namespace after success")
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> JobSpec:
+    """Flags over spec file over defaults; raises SpecError naming the bad option."""
+    args = vars(build_parser().parse_args(argv))
+    values: dict[str, Any] = {}
+    spec_path = args.pop("spec", None)
+    if spec_path:
+        values.update(load_spec_file(spec_path))
+    if "response_fields" in args:
+        args["response_fields"] = dict(parse_response_field(f) for f in args["response_fields"])
+    values.update(args)
+    return JobSpec.from_mapping(values, source=spec_path or "command line")
+
+
+def load_spec_file(path: str) -> dict[str, Any]:
+    file = Path(path)
+    if not file.is_file():
+        raise SpecError(f"--spec: no such file {path}")
+    try:
+        data = yaml.safe_load(file.read_text())  # YAML is a superset of JSON
+    except yaml.YAMLError as error:
+        raise SpecError(f"--spec {path}: not valid YAML/JSON: {error}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"--spec {path}: expected a mapping of options at the top level")
+    return {key.replace("-", "_"): value for key, value in data.items()}

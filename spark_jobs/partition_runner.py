@@ -1,0 +1,361 @@
+"""One partition: replay what is committed, enrich the rest, snapshot while running.
+
+On start the runner takes the partition's best manifest, replays its segments, skips the
+input to the manifest's offset (keeping the rows of the pending entries) and restores the
+pending entries into the operator. While the operator runs, a snapshot is cut every
+``snapshot_interval`` seconds (or when ``snapshot_max_rows`` outputs wait): the operator's
+pending entries, its input offset and the outputs since the last epoch are taken at one
+instant, between two outputs, and written in a worker thread while calls stay in flight.
+
+Records given to the operator are row *indexes*, not rows: a manifest then holds only
+small integers and enrichment values, never input data, and a restored index finds its
+row again because the partition's input is deterministic (same rows, same order).
+
+Memory is bounded by the operator's capacity (rows in flight), one input batch and the
+segment buffer, whatever the partition size.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import uvloop
+
+from spark_jobs.asyncwait import (
+    MAX_WATERMARK,
+    AsyncWaitOperator,
+    BoundedOutOfOrdernessGenerator,
+    Failure,
+    OperatorSnapshot,
+    Watermark,
+)
+from spark_jobs.enrichers import default_retry_strategy
+from spark_jobs.job_spec import JobSpec
+from spark_jobs.row_enrichment import (
+    EVENT_MS,
+    HELPER_COLUMNS,
+    ApiOutageError,
+    open_row_enrichment,
+)
+from spark_jobs.snapshots import Manifest, PartitionSnapshots
+
+logger = logging.getLogger(__name__)
+
+ERROR_COLUMN = "_error"
+ATTEMPTS_COLUMN = "_attempts"
+OUTPUT_BATCH_ROWS = 2_000
+
+
+@dataclass
+class PartitionTask:
+    """What one Spark task knows about its partition."""
+
+    partition: int
+    attempt: str
+    records_total: int | None
+    fingerprint: str
+
+
+@dataclass
+class _Epoch:
+    """Outputs emitted since the last committed snapshot, split by kind."""
+
+    results: list[pa.RecordBatch] = field(default_factory=list)
+    dead_letters: list[pa.RecordBatch] = field(default_factory=list)
+
+    @property
+    def rows(self) -> int:
+        return sum(b.num_rows for b in (*self.results, *self.dead_letters))
+
+
+class PartitionRunner:
+    def __init__(self, spec: JobSpec, snapshots: PartitionSnapshots, schema: pa.Schema) -> None:
+        self.spec = spec
+        self.snapshots = snapshots
+        self.schema = schema  # input columns + enrichment fields + _error + _attempts
+        self.enrichment_fields = list(spec.response_fields)
+
+    def run(
+        self, batches: Iterable[pa.RecordBatch], task: PartitionTask
+    ) -> Iterator[pa.RecordBatch]:
+        """Spark's side (``mapInArrow``): a sync iterator of output batches, driven by an
+        event loop of its own that runs only while Spark asks for the next batch."""
+        loop = uvloop.new_event_loop()
+        outputs = self.run_async(batches, task)
+        try:
+            while True:
+                try:
+                    yield loop.run_until_complete(outputs.__anext__())
+                except StopAsyncIteration:
+                    return
+        finally:
+            loop.run_until_complete(outputs.aclose())
+            loop.close()
+
+    async def run_async(
+        self, batches: Iterable[pa.RecordBatch], task: PartitionTask
+    ) -> AsyncIterator[pa.RecordBatch]:
+        state = _RunState(self, task)
+        manifest = await asyncio.to_thread(self.snapshots.latest)
+        if manifest is not None and manifest.job_fingerprint != task.fingerprint:
+            logger.warning(
+                "partition %d: ignoring a snapshot of another job configuration", task.partition
+            )
+            manifest = None
+        if manifest is not None:
+            async for batch in state.replay(manifest):
+                yield batch
+        rows = _rows(batches)
+        async for batch in state.enrich(rows, manifest):
+            yield batch
+
+
+class _RunState:
+    """The mutable state of one partition attempt (kept off the runner, which is shared)."""
+
+    def __init__(self, runner: PartitionRunner, task: PartitionTask) -> None:
+        self.runner = runner
+        self.spec = runner.spec
+        self.task = task
+        self.manifest: Manifest | None = None  # the one this attempt resumed from
+        self.last_committed: Manifest | None = None
+        self.operator: AsyncWaitOperator | None = None
+        self.requests_made: Callable[[], int] = lambda: 0
+        self.epoch = _Epoch()
+        self.pending_rows: list[dict[str, Any]] = []  # emitted, not yet in an output batch
+        self.rows: dict[int, dict[str, Any]] = {}  # rows of records in the operator
+        self.watermark: int | None = None
+        self.replayed = 0
+        self.commit: asyncio.Task[Manifest] | None = None
+        self.last_cut = time.monotonic()
+
+    # -- replay ----------------------------------------------------------------------
+
+    async def replay(self, manifest: Manifest) -> AsyncIterator[pa.RecordBatch]:
+        self.manifest = self.last_committed = manifest
+        self.watermark = manifest.watermark
+        for _kind, table in await asyncio.to_thread(
+            lambda: list(self.runner.snapshots.read_segments(manifest))
+        ):
+            self.replayed += table.num_rows
+            for batch in table.cast(self.runner.schema).to_batches():
+                yield batch
+        self.replayed += sum(1 for e in manifest.pending if "value" in e or "error" in e)
+        logger.info(
+            "partition %d: resuming epoch %d: %d records replayed, %d in flight, input offset %d",
+            self.task.partition,
+            manifest.epoch,
+            self.replayed,
+            len(manifest.pending),
+            manifest.input_offset,
+        )
+
+    # -- enrichment --------------------------------------------------------------------
+
+    async def enrich(
+        self, rows: Iterator[tuple[int, dict[str, Any]]], manifest: Manifest | None
+    ) -> AsyncIterator[pa.RecordBatch]:
+        spec = self.spec
+        elements = _with_watermarks(rows, spec)
+        restored = OperatorSnapshot.empty()
+        if manifest is not None:
+            restored = OperatorSnapshot(list(manifest.pending), manifest.input_offset)
+            self._skip(elements, restored)
+        async with open_row_enrichment(spec) as enrichment:
+            self.requests_made = enrichment.requests_made
+
+            async def call(index: int) -> dict[str, Any]:
+                return await enrichment.call(self.rows[index])
+
+            operator = AsyncWaitOperator(
+                call,
+                mode=spec.mode,
+                capacity=spec.capacity,
+                timeout=spec.timeout,
+                retry=default_retry_strategy(spec.max_attempts),
+                is_fatal=lambda error: isinstance(error, ApiOutageError),
+            )
+            self.operator = operator
+            try:
+                async for output in operator.run(self._admit(elements), restored=restored):
+                    if isinstance(output, Watermark):
+                        if output.timestamp != MAX_WATERMARK:
+                            self.watermark = output.timestamp
+                        continue
+                    self.pending_rows.append(self._output_row(output))
+                    if len(self.pending_rows) >= OUTPUT_BATCH_ROWS:
+                        yield self._flush()
+                    if self._cut_due():
+                        if self.pending_rows:
+                            yield self._flush()
+                        self._cut(final=False)
+            except ApiOutageError:
+                # Keep everything done so far; the retry resumes from this cut.
+                await self._final_cut(finished=False)
+                raise
+            if self.pending_rows:
+                yield self._flush()
+            await self._final_cut(finished=True)
+
+    async def _final_cut(self, *, finished: bool) -> None:
+        if self.pending_rows:
+            self._flush()  # on an outage: the unsent tail goes to the snapshot only
+        if self.commit is not None:
+            await self.commit
+            self.commit.result()
+        self.commit = None
+        self._cut(final=finished)
+        await self.commit
+
+    def _skip(self, elements: Iterator[Any], restored: OperatorSnapshot) -> None:
+        """Advance the input to the snapshot's offset, keeping the rows still pending."""
+        wanted = {e["record"] for e in restored.entries if "record" in e}
+        for element in islice(elements, restored.consumed):
+            if type(element) is tuple and element[0] in wanted:
+                self.rows[element[0]] = element[1]
+
+    def _admit(self, elements: Iterator[Any]) -> Iterator[Any]:
+        """The operator's source: row indexes and watermarks; rows wait in ``self.rows``."""
+        for element in elements:
+            if type(element) is tuple:
+                self.rows[element[0]] = element[1]
+                yield element[0]
+            else:
+                yield element
+
+    def _output_row(self, output: Any) -> dict[str, Any]:
+        row = self.rows.pop(output.record)
+        for helper in HELPER_COLUMNS:
+            row.pop(helper, None)
+        if isinstance(output, Failure):
+            row.update(dict.fromkeys(self.runner.enrichment_fields))
+            row[ERROR_COLUMN] = output.error
+        else:
+            row.update(output.value)
+            row[ERROR_COLUMN] = None
+        row[ATTEMPTS_COLUMN] = output.attempts
+        return row
+
+    def _flush(self) -> pa.RecordBatch:
+        batch = pa.RecordBatch.from_pylist(self.pending_rows, schema=self.runner.schema)
+        self.pending_rows = []
+        failed = batch.column(ERROR_COLUMN).is_valid()
+        self.epoch.results.append(batch.filter(pc.invert(failed)))
+        self.epoch.dead_letters.append(batch.filter(failed))
+        return batch
+
+    # -- snapshots ---------------------------------------------------------------------
+
+    def _cut_due(self) -> bool:
+        if self.commit is not None and not self.commit.done():
+            return False  # one write at a time; the next output tries again
+        elapsed = time.monotonic() - self.last_cut
+        return (
+            elapsed >= self.spec.snapshot_interval or self.epoch.rows >= self.spec.snapshot_max_rows
+        )
+
+    def _cut(self, *, final: bool) -> None:
+        """Take the consistent cut now; write it in a thread while calls continue."""
+        if self.commit is not None:
+            self.commit.result()  # a failed write fails the task rather than losing data
+        assert self.operator is not None
+        snapshot = self.operator.snapshot()
+        epoch, self.epoch = self.epoch, _Epoch()
+        self.last_cut = time.monotonic()
+        stats = {
+            "requests_made": self._base_stat("requests_made") + self.requests_made(),
+            "replayed": self.replayed,
+            "resumed": self.manifest is not None,
+            "finished": final,
+            "in_flight": len(snapshot.entries),
+        }
+        self.commit = asyncio.ensure_future(asyncio.to_thread(self._write, snapshot, epoch, stats))
+
+    def _base_stat(self, name: str) -> int:
+        """Counters of earlier attempts, carried in the manifest this attempt resumed from."""
+        if self.manifest is None:
+            return 0
+        return int(self.manifest.stats.get(name, 0))
+
+    def _write(self, snapshot: OperatorSnapshot, epoch: _Epoch, stats: dict[str, Any]) -> Manifest:
+        store, task = self.runner.snapshots, self.task
+        refs = [
+            store.write_segment(
+                pa.Table.from_batches(batches, self.runner.schema), kind=kind, attempt=task.attempt
+            )
+            for kind, batches in (("results", epoch.results), ("dead_letters", epoch.dead_letters))
+            if sum(b.num_rows for b in batches)
+        ]
+        previous = self.last_committed
+        if previous is None:
+            manifest = Manifest(
+                job_fingerprint=task.fingerprint,
+                partition=task.partition,
+                epoch=0,
+                input_offset=snapshot.consumed,
+                attempt=task.attempt,
+                pending=snapshot.entries,
+                segments=tuple(refs),
+                watermark=self.watermark,
+                records_total=task.records_total,
+                stats=stats,
+            )
+        else:
+            manifest = previous.advance(
+                attempt=task.attempt,
+                input_offset=snapshot.consumed,
+                pending=snapshot.entries,
+                new_segments=refs,
+                watermark=self.watermark,
+                records_total=task.records_total,
+                stats=stats,
+            )
+        committed = store.commit(manifest)
+        self.last_committed = committed
+        logger.info(
+            "partition %d: committed epoch %d: %d of %s records, %d in flight",
+            task.partition,
+            committed.epoch,
+            committed.committed_rows + committed.dead_letter_rows,
+            task.records_total if task.records_total is not None else "?",
+            len(snapshot.entries),
+        )
+        return committed
+
+
+def _rows(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(index, row) over the partition's input, one Arrow batch in memory at a time."""
+    index = 0
+    for batch in batches:
+        for row in batch.to_pylist():
+            yield index, row
+            index += 1
+
+
+def _with_watermarks(rows: Iterator[tuple[int, dict[str, Any]]], spec: JobSpec) -> Iterator[Any]:
+    """Rows, and with an event-time column a watermark every ``watermark_every`` rows.
+
+    Deterministic in the rows, so a resumed run rebuilds the same element sequence and
+    the operator's offset means the same position in it.
+    """
+    if not spec.event_time_column:
+        yield from rows
+        return
+    generator = BoundedOutOfOrdernessGenerator(
+        int(spec.max_out_of_orderness * 1000), every=spec.watermark_every
+    )
+    for element in rows:
+        yield element
+        event_ms = element[1].get(EVENT_MS)
+        if event_ms is not None:
+            watermark = generator.on_event(event_ms)
+            if watermark is not None:
+                yield watermark

@@ -1,0 +1,143 @@
+"""From a job spec to the async function the operator calls for one input row.
+
+Both kinds of enrichment end in the same shape, a dict of typed output fields: the HTTP
+enricher maps the response through the spec's JSON paths, and a user's function's returned
+document goes through the very same paths, so the output schema never depends on which
+one ran. Rows that cannot be enriched (no key, malformed input, bad event time) fail here,
+before any call, as permanent failures: they become dead letters naming file and field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from spark_jobs.enrichers import HttpEnricher, PermanentError, is_retryable, open_user_function
+from spark_jobs.enrichers.json_paths import CONVERTERS, compile_path, extract
+from spark_jobs.job_spec import JobSpec
+
+#: Columns the driver adds for the runner; never part of the output.
+EVENT_MS = "__event_ms"
+SOURCE_FILE = "__source_file"
+CORRUPT_RECORD = "_corrupt_record"
+HELPER_COLUMNS = (EVENT_MS, SOURCE_FILE)
+
+RowFunction = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+class InvalidRowError(PermanentError):
+    """The input row itself is unusable; calling again would not help."""
+
+
+class ApiOutageError(Exception):
+    """So many calls in a row failed transiently that the API is down, not one record bad.
+
+    Dead-lettering every record through an outage would be wrong and costly; the partition
+    stops instead (after a snapshot), and Spark's or Airflow's retry resumes it later.
+    """
+
+
+class OutageDetector:
+    """Counts consecutive transient failures across all calls of a partition."""
+
+    def __init__(self, threshold: int) -> None:
+        self.threshold = threshold
+        self.consecutive = 0
+
+    def success(self) -> None:
+        self.consecutive = 0
+
+    def failure(self, error: Exception) -> None:
+        if not self.threshold or not is_retryable(error):
+            return
+        self.consecutive += 1
+        if self.consecutive >= self.threshold:
+            raise ApiOutageError(
+                f"API unavailable: {self.consecutive} calls in a row failed transiently, "
+                f"last: {type(error).__name__}: {error}"
+            ) from error
+
+
+def row_problem(row: Mapping[str, Any], spec: JobSpec) -> str | None:
+    """Why this row cannot be enriched, naming the file and field; None if it can."""
+    where = f"in {row.get(SOURCE_FILE) or 'the input'}"
+    corrupt = row.get(CORRUPT_RECORD)
+    if corrupt is not None:
+        return f"malformed {spec.input_format} record {where}: {str(corrupt)[:200]!r}"
+    if row.get(spec.key_column) is None:
+        return f"key column {spec.key_column!r} is null {where}"
+    event_column = spec.event_time_column
+    if event_column and row.get(EVENT_MS) is None:
+        value = row.get(event_column)
+        return f"event time column {event_column!r} {where}: {value!r} is not a timestamp"
+    return None
+
+
+@dataclass
+class RowEnrichment:
+    """The operator's function for rows, plus how many calls reached the enrichment."""
+
+    call: RowFunction
+    requests_made: Callable[[], int]
+
+
+@asynccontextmanager
+async def open_row_enrichment(spec: JobSpec) -> AsyncIterator[RowEnrichment]:
+    """Open the spec's enrichment (one HTTP session, or the user's function) for a partition."""
+    if spec.enricher:
+        async with open_user_function(spec.enricher) as user_function:
+            yield _user_enrichment(spec, user_function)
+        return
+    async with HttpEnricher(spec.http_config()) as enrich:
+        yield RowEnrichment(_guarded(spec, enrich), lambda: int(enrich.stats["requests_made"]))
+
+
+def _guarded(spec: JobSpec, function: RowFunction) -> RowFunction:
+    """Row validation before the call, outage detection after it."""
+    outage = OutageDetector(spec.outage_threshold)
+
+    async def call(row: dict[str, Any]) -> dict[str, Any]:
+        _raise_if_invalid(row, spec)
+        try:
+            output = await function(_api_view(row))
+        except Exception as error:
+            outage.failure(error)
+            raise
+        outage.success()
+        return output
+
+    return call
+
+
+def _user_enrichment(spec: JobSpec, user_function: Callable[..., Awaitable[Any]]) -> RowEnrichment:
+    """A user's function, its returned document mapped through the response fields."""
+    fields = [
+        (name, compile_path(field.path), CONVERTERS[field.type])
+        for name, field in spec.response_fields.items()
+    ]
+    calls = 0
+
+    async def mapped(row: dict[str, Any]) -> dict[str, Any]:
+        nonlocal calls
+        calls += 1
+        document = await user_function(row)
+        output = {}
+        for name, steps, convert in fields:
+            value = extract(document, steps)
+            output[name] = None if value is None else convert(value)
+        return output
+
+    return RowEnrichment(_guarded(spec, mapped), lambda: calls)
+
+
+def _raise_if_invalid(row: Mapping[str, Any], spec: JobSpec) -> None:
+    problem = row_problem(row, spec)
+    if problem is not None:
+        raise InvalidRowError(problem)
+
+
+def _api_view(row: dict[str, Any]) -> dict[str, Any]:
+    """The row as the enrichment sees it: without the runner's helper columns."""
+    return {k: v for k, v in row.items() if k not in HELPER_COLUMNS}

@@ -1,0 +1,56 @@
+"""The job summary (``_SUMMARY.json``, the Airflow task's XCom, the Asset event's extra)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spark_jobs.asyncwait import StreamStatus, Watermark, WatermarkValve
+from spark_jobs.job_spec import JobSpec
+from spark_jobs.snapshots import NamespaceKey, PartitionProgress, SnapshotStore
+
+
+def job_watermark(partitions: list[PartitionProgress], count: int) -> int | None:
+    """The valve's output with partitions as channels: a finished or empty partition is
+    idle and holds nothing back."""
+    if not any(p.watermark is not None for p in partitions):
+        return None
+    valve = WatermarkValve(count)
+    by_id = {p.partition: p for p in partitions}
+    for channel in range(count):
+        part = by_id.get(channel)
+        if part is not None and part.watermark is not None:
+            valve.input_watermark(Watermark(part.watermark), channel)
+    for channel in range(count):
+        part = by_id.get(channel)
+        if part is None or part.stats.get("finished"):
+            valve.input_status(StreamStatus.IDLE, channel)
+    return valve.last_output_watermark
+
+
+def build_summary(
+    store: SnapshotStore,
+    key: NamespaceKey,
+    spec: JobSpec,
+    *,
+    records_in: int,
+    counts: dict[str, int],
+    resumed: bool,
+    duration_s: float,
+) -> dict[str, Any]:
+    partitions = store.namespace_progress(key)
+    summary = {
+        "records_in": records_in,
+        "enriched": counts["enriched"],
+        "dead_letters": counts["dead_letters"],
+        "replayed_from_snapshot": sum(int(p.stats.get("replayed", 0)) for p in partitions),
+        "requests_made": sum(int(p.stats.get("requests_made", 0)) for p in partitions),
+        "resumed": resumed or any(p.stats.get("resumed") for p in partitions),
+        "epochs": sum(p.epoch + 1 for p in partitions),
+        "duration_s": round(duration_s, 3),
+        "watermark": job_watermark(partitions, spec.partitions),
+        "partitions": spec.partitions,
+        "output": spec.output,
+    }
+    if summary["records_in"] != summary["enriched"] + summary["dead_letters"]:
+        raise RuntimeError(f"records_in != enriched + dead_letters in {summary}")
+    return summary

@@ -1,0 +1,148 @@
+"""The bearer token is sent, and shows up nowhere else: logs, errors, failures, reprs,
+tracebacks, the serialised config."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import traceback
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from demo.api import run_demo_api
+from demo.faults import DemoConfig
+from spark_jobs.asyncwait import AsyncWaitOperator, Failure
+from spark_jobs.enrichers import (
+    ClientStatusError,
+    HttpEnricher,
+    HttpEnricherConfig,
+    SecretError,
+    ServerError,
+    TransportError,
+    default_retry_strategy,
+)
+
+TOKEN = "tok-Zq81-do-not-leak"
+SERVER_TOKEN = "tok-server-side-only"
+FIELDS = {"name": "$.name"}
+
+
+@pytest.fixture(autouse=True)
+def debug_logs(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    caplog.set_level(logging.DEBUG)
+    return caplog
+
+
+def exception_texts(error: BaseException) -> str:
+    return "\n".join([str(error), repr(error), *traceback.format_exception(error)])
+
+
+def assert_no_token(*texts: Any) -> None:
+    for text in texts:
+        assert TOKEN not in str(text)
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+async def run_operator(enrich: HttpEnricher, records: list) -> list:
+    retry = default_retry_strategy(max_attempts=2, initial_delay=0.01)
+    operator = AsyncWaitOperator(enrich, capacity=10, retry=retry)
+    return [o async for o in operator.run(records)][:-1]
+
+
+async def test_the_token_from_env_authenticates(monkeypatch, debug_logs):
+    monkeypatch.setenv("CLIENT_TOKEN", TOKEN)
+    monkeypatch.setenv("SERVER_TOKEN", TOKEN)
+    async with run_demo_api(DemoConfig(token_env="SERVER_TOKEN")) as base_url:
+        config = HttpEnricherConfig(
+            url_template=base_url + "/customers/{id}",
+            response_fields=FIELDS,
+            token_env="CLIENT_TOKEN",
+        )
+        async with HttpEnricher(config) as enrich:
+            assert (await enrich({"id": "c1"}))["name"]
+            assert_no_token(repr(enrich), repr(config), json.dumps(config.to_dict()))
+    assert_no_token(debug_logs.text)
+
+
+async def test_a_401_leaks_no_token(monkeypatch, debug_logs, tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    monkeypatch.setenv("SERVER_TOKEN", SERVER_TOKEN)
+    async with run_demo_api(DemoConfig(token_env="SERVER_TOKEN")) as base_url:
+        config = HttpEnricherConfig(
+            url_template=base_url + "/customers/{id}",
+            response_fields=FIELDS,
+            token_file=str(token_file),
+        )
+        async with HttpEnricher(config) as enrich:
+            with pytest.raises(ClientStatusError) as caught:
+                await enrich({"id": "c1"})
+            [failure] = await run_operator(enrich, [{"id": "c2"}])
+            stats = enrich.stats
+    assert caught.value.status == 401
+    assert isinstance(failure, Failure) and failure.attempts == 1
+    assert "HTTP 401" in failure.error
+    assert stats["responses_by_status"] == {401: 2}
+    warnings = [r for r in debug_logs.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and str(token_file) in warnings[0].getMessage()
+    assert_no_token(exception_texts(caught.value), failure.error, debug_logs.text, repr(enrich))
+
+
+async def test_a_connection_error_leaks_no_token(monkeypatch, debug_logs):
+    monkeypatch.setenv("CLIENT_TOKEN", TOKEN)
+    config = HttpEnricherConfig(
+        url_template=f"http://127.0.0.1:{closed_port()}/customers/{{id}}",
+        response_fields=FIELDS,
+        token_env="CLIENT_TOKEN",
+    )
+    async with HttpEnricher(config) as enrich:
+        with pytest.raises(TransportError) as caught:
+            await enrich({"id": "c1"})
+        [failure] = await run_operator(enrich, [{"id": "c2"}])
+    assert isinstance(failure, Failure) and failure.attempts == 2
+    assert "ClientConnectorError" in failure.error
+    assert "retryable: GET http://127.0.0.1" in debug_logs.text  # the logs were captured
+    assert_no_token(exception_texts(caught.value), failure.error, debug_logs.text)
+
+
+async def test_a_server_echoing_the_header_is_redacted(monkeypatch, debug_logs):
+    async def echo(request: web.Request) -> web.Response:
+        return web.Response(status=500, text=f"bad request, you sent {request.headers}")
+
+    monkeypatch.setenv("CLIENT_TOKEN", TOKEN)
+    app = web.Application()
+    app.router.add_get("/{id}", echo)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        config = HttpEnricherConfig(
+            url_template=f"http://127.0.0.1:{runner.addresses[0][1]}/{{id}}",
+            response_fields=FIELDS,
+            token_env="CLIENT_TOKEN",
+        )
+        async with HttpEnricher(config) as enrich:
+            with pytest.raises(ServerError) as caught:
+                await enrich({"id": "c1"})
+    finally:
+        await runner.cleanup()
+    assert "Bearer ***" in str(caught.value)
+    assert_no_token(exception_texts(caught.value), debug_logs.text)
+
+
+async def test_an_unset_token_source_fails_on_open_naming_only_the_source(monkeypatch):
+    monkeypatch.delenv("UNSET_TOKEN_VAR", raising=False)
+    config = HttpEnricherConfig(
+        url_template="http://127.0.0.1:1/{id}", response_fields=FIELDS, token_env="UNSET_TOKEN_VAR"
+    )
+    with pytest.raises(SecretError, match="UNSET_TOKEN_VAR"):
+        async with HttpEnricher(config):
+            pass

@@ -1,0 +1,68 @@
+"""URL and body templates: encoding, typed body values, missing fields named clearly."""
+
+from urllib.parse import unquote
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from spark_jobs.enrichers import MissingFieldError
+from spark_jobs.enrichers.templates import BodyTemplate, TemplateError, UrlTemplate
+
+
+def test_url_values_are_percent_encoded():
+    template = UrlTemplate("http://h/customers/{id}?region={region}", "url_template")
+    url = template.fill({"id": "a/b?c#d e", "region": "eu&x=1", "other": 1})
+    assert url == "http://h/customers/a%2Fb%3Fc%23d%20e?region=eu%26x%3D1"
+    assert template.fields == ["id", "region"]
+
+
+def test_non_string_values_and_literal_braces():
+    template = UrlTemplate("http://h/{{literal}}/{n}", "url_template")
+    assert template.fill({"n": 42}) == "http://h/{literal}/42"
+
+
+@given(st.text())
+def test_any_value_round_trips_through_one_path_segment(value):
+    url = UrlTemplate("http://h/x/{v}/y", "url_template").fill({"v": value})
+    segment = url.removeprefix("http://h/x/").removesuffix("/y")
+    assert "/" not in segment and "?" not in segment and "#" not in segment
+    assert unquote(segment) == value
+
+
+def test_missing_field_names_the_field_and_the_record_key():
+    template = UrlTemplate("http://h/customers/{customer_id}", "url_template", "order_id")
+    with pytest.raises(MissingFieldError) as caught:
+        template.fill({"order_id": "o-17", "customerid": "c1"})
+    message = str(caught.value)
+    assert "url_template needs field 'customer_id'" in message
+    assert "order_id='o-17'" in message
+    assert "customerid, order_id" in message
+    assert "c1" not in message  # record values stay out of the message
+
+
+def test_missing_field_without_key_field_and_a_non_mapping_record():
+    template = UrlTemplate("http://h/{id}", "url_template")
+    with pytest.raises(MissingFieldError, match="which the record lacks"):
+        template.fill({})
+    with pytest.raises(MissingFieldError, match="the record is a int"):
+        template.fill(7)
+
+
+def test_body_template_keeps_types_of_whole_placeholders():
+    template = BodyTemplate(
+        {"id": "{n}", "label": "customer {n}", "nested": [{"flag": "{f}"}, 3], "lit": "{{x}}"},
+        "body_template",
+    )
+    assert template.fields == ["n", "n", "f"]
+    body = template.fill({"n": 7, "f": True})
+    assert body == {"id": 7, "label": "customer 7", "nested": [{"flag": True}, 3], "lit": "{x}"}
+    with pytest.raises(MissingFieldError, match="body_template needs field 'f'"):
+        template.fill({"n": 7})
+
+
+def test_invalid_templates():
+    with pytest.raises(TemplateError, match="url_template"):
+        UrlTemplate("http://h/{a.b}", "url_template")
+    with pytest.raises(TemplateError, match="format spec"):
+        BodyTemplate({"x": "{a:05d}"}, "body_template")
