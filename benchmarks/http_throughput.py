@@ -2,10 +2,14 @@
 
 Run with ``make bench-http`` (``python -m benchmarks.http_throughput``). The demo API
 runs as a separate process (``python -m demo.api --latency-ms 50``) on a free loopback
-port, so its CPU is not charged to the client. For each capacity, three contenders send
-the same number of requests for unique ids (no cache or coalescing help):
+port, so its CPU is not charged to the client. For each capacity, the contenders send the
+same number of requests for unique ids (no cache or coalescing help), interleaved in
+rounds:
 
-- ``operator_http``: AsyncWaitOperator (ordered, default retry strategy) + HttpEnricher;
+- ``operator_http``: AsyncWaitOperator (unordered, default retry strategy) + HttpEnricher.
+  Unordered keeps exactly ``capacity`` calls in flight, like the baselines; ordered mode
+  (``operator_http_ordered``, reported too) may hold finished records behind a slow
+  head, which lowers the number in flight when latencies vary;
 - ``raw_aiohttp``: a semaphore and ``gather`` over one aiohttp session, same concurrency,
   parsing the same fields: the ceiling of the HTTP stack;
 - ``thread_pool_requests``: a ThreadPoolExecutor of the sync ``requests`` client with as
@@ -13,7 +17,8 @@ the same number of requests for unique ids (no cache or coalescing help):
 
 Reported per contender: records_per_s and the client process's CPU seconds per 1000
 requests (``time.process_time``, all threads); per capacity, ``ratio_to_raw_aiohttp`` of
-the operator (target >= 0.9). Results go to ``benchmarks/results/http.json``.
+the operator (target >= 0.9) and the same for ordered mode. Results go to
+``benchmarks/results/http.json``.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import json
 import os
 import platform
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -104,81 +110,148 @@ def pick(data: dict[str, Any]) -> tuple[Any, ...]:
     return data["name"], data["address"]["city"], float(data["score"])
 
 
+class InFlight:
+    """Requests in flight, sampled every few milliseconds by a background thread.
+
+    Equal CPU time but unequal throughput means unequal effective concurrency; the mean
+    of these samples shows it. Reading an int from another thread is safe in CPython.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.read: Callable[[], int] = lambda: self.count
+        self.lock = threading.Lock()  # for the thread pool's updates only
+        self.samples: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.005):
+            self.samples.append(self.read())
+
+    def __enter__(self) -> InFlight:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 # -- contenders: each returns how many requests succeeded --------------------------------
 
 
-async def operator_http(base_url: str, ids: list[str], capacity: int) -> int:
+async def operator_http(
+    base_url: str, ids: list[str], capacity: int, gauge: InFlight, mode: str, factor: float
+) -> int:
+    """``factor`` sizes the operator's queue relative to the HTTP concurrency."""
     config = HttpEnricherConfig(
         url_template=base_url + "/customers/{id}", response_fields=FIELDS, capacity=capacity
     )
     ok = 0
     async with HttpEnricher(config) as enrich:
-        operator = AsyncWaitOperator(enrich, capacity=capacity, retry=default_retry_strategy())
+        gauge.read = lambda: enrich.stats["in_flight"]
+        retry = default_retry_strategy()
+        queue = max(capacity, round(capacity * factor))
+        operator = AsyncWaitOperator(enrich, mode=mode, capacity=queue, retry=retry)
         async for output in operator.run({"id": i} for i in ids):
             ok += isinstance(output, Result)
     return ok
 
 
-async def raw_aiohttp(base_url: str, ids: list[str], capacity: int) -> int:
+async def raw_aiohttp(base_url: str, ids: list[str], capacity: int, gauge: InFlight) -> int:
     connector = aiohttp.TCPConnector(limit=capacity, limit_per_host=capacity)
     semaphore = asyncio.Semaphore(capacity)
     async with aiohttp.ClientSession(connector=connector) as session:
 
         async def one(customer_id: str) -> bool:
-            async with semaphore, session.get(f"{base_url}/customers/{customer_id}") as response:
-                pick(await response.json())
-                return response.status == 200
+            async with semaphore:
+                gauge.count += 1
+                try:
+                    async with session.get(f"{base_url}/customers/{customer_id}") as response:
+                        pick(await response.json())
+                        return response.status == 200
+                finally:
+                    gauge.count -= 1
 
         return sum(await asyncio.gather(*(one(i) for i in ids)))
 
 
-def thread_pool_requests(base_url: str, ids: list[str], capacity: int) -> int:
+def thread_pool_requests(base_url: str, ids: list[str], capacity: int, gauge: InFlight) -> int:
     local = threading.local()
 
     def one(customer_id: str) -> bool:
         session = getattr(local, "session", None)
         if session is None:
             session = local.session = requests.Session()
-        response = session.get(f"{base_url}/customers/{customer_id}", timeout=30)
-        pick(response.json())
-        return response.status_code == 200
+        with gauge.lock:
+            gauge.count += 1
+        try:
+            response = session.get(f"{base_url}/customers/{customer_id}", timeout=30)
+            pick(response.json())
+            return response.status_code == 200
+        finally:
+            with gauge.lock:
+                gauge.count -= 1
 
     with ThreadPoolExecutor(max_workers=capacity) as pool:
         return sum(pool.map(one, ids))
 
 
-def measure(run: Callable[[], int], n: int) -> dict[str, Any]:
-    wall, cpu = time.perf_counter(), time.process_time()
-    ok = run()
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+Contender = Callable[[str, list[str], int, InFlight], int]
+
+
+def contenders(factor: float) -> dict[str, Contender]:
+    def operator(mode: str) -> Contender:
+        return lambda url, ids, c, gauge: asyncio.run(
+            operator_http(url, ids, c, gauge, mode, factor)
+        )
+
     return {
-        "requests": n,
-        "succeeded": ok,
-        "seconds": round(wall, 3),
-        "records_per_s": round(n / wall, 1),
-        "cpu_s_per_1000": round(cpu / n * 1000, 4),
+        "operator_http": operator("unordered"),
+        "operator_http_ordered": operator("ordered"),
+        "raw_aiohttp": lambda url, ids, c, gauge: asyncio.run(raw_aiohttp(url, ids, c, gauge)),
+        "thread_pool_requests": thread_pool_requests,
     }
 
 
-def bench_capacity(base_url: str, capacity: int, n: int) -> dict[str, Any]:
-    def ids(prefix: str) -> list[str]:
-        return [f"{prefix}-{capacity}-{i}" for i in range(n)]
-
-    raw_ids, op_ids, thread_ids = ids("raw"), ids("op"), ids("thr")
-    results = {
-        "raw_aiohttp": measure(lambda: asyncio.run(raw_aiohttp(base_url, raw_ids, capacity)), n),
-        "operator_http": measure(lambda: asyncio.run(operator_http(base_url, op_ids, capacity)), n),
-        "thread_pool_requests": measure(
-            lambda: thread_pool_requests(base_url, thread_ids, capacity), n
-        ),
+def bench_capacity(
+    base_url: str, capacity: int, n: int, rounds: int, factor: float
+) -> dict[str, Any]:
+    """Each contender sends ``n`` requests, in ``rounds`` interleaved slices whose order
+    rotates, so a machine getting busier or quieter during the run (other jobs, CPU
+    boost) weighs on every contender alike instead of on whoever ran last."""
+    runners = contenders(factor)
+    names = list(runners)
+    totals = {name: {"ok": 0, "wall": 0.0, "cpu": 0.0, "in_flight": []} for name in names}
+    sizes = [n // rounds + (1 if r < n % rounds else 0) for r in range(rounds)]
+    for r, size in enumerate(sizes):
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            ids = [f"{name}-{capacity}-{r}-{i}" for i in range(size)]
+            total = totals[name]
+            with InFlight() as gauge:
+                wall, cpu = time.perf_counter(), time.process_time()
+                total["ok"] += runners[name](base_url, ids, capacity, gauge)
+                total["wall"] += time.perf_counter() - wall
+                total["cpu"] += time.process_time() - cpu
+            total["in_flight"].extend(gauge.samples)
+    section: dict[str, Any] = {
+        name: {
+            "requests": n,
+            "succeeded": t["ok"],
+            "seconds": round(t["wall"], 3),
+            "records_per_s": round(n / t["wall"], 1),
+            "cpu_s_per_1000": round(t["cpu"] / n * 1000, 4),
+            "mean_in_flight": round(statistics.fmean(t["in_flight"] or [0]), 1),
+        }
+        for name, t in totals.items()
     }
-    ratio = results["operator_http"]["records_per_s"] / results["raw_aiohttp"]["records_per_s"]
-    return {
-        "operator_http": results["operator_http"],
-        "raw_aiohttp": results["raw_aiohttp"],
-        "thread_pool_requests": results["thread_pool_requests"],
-        "ratio_to_raw_aiohttp": round(ratio, 3),
-    }
+    raw = section["raw_aiohttp"]["records_per_s"]
+    section["ratio_to_raw_aiohttp"] = round(section["operator_http"]["records_per_s"] / raw, 3)
+    ordered = section["operator_http_ordered"]["records_per_s"] / raw
+    section["ordered_ratio_to_raw_aiohttp"] = round(ordered, 3)
+    return section
 
 
 def machine() -> dict[str, Any]:
@@ -194,32 +267,57 @@ def machine() -> dict[str, Any]:
 
 
 def print_table(report: dict[str, Any]) -> None:
-    print(f"{'capacity':>8}  {'contender':<22}{'records/s':>11}{'CPU s/1000':>12}{'ok':>8}")
-    for capacity in CAPACITIES:
-        section = report[f"capacity_{capacity}"]
-        for name in ("operator_http", "raw_aiohttp", "thread_pool_requests"):
-            row = section[name]
-            print(
-                f"{capacity:>8}  {name:<22}{row['records_per_s']:>11.1f}"
-                f"{row['cpu_s_per_1000']:>12.4f}{row['succeeded']:>8}"
-            )
-        print(
-            f"{capacity:>8}  {'ratio_to_raw_aiohttp':<22}{section['ratio_to_raw_aiohttp']:>11.3f}"
-        )
+    header = f"{'capacity':>8}  {'contender':<30}{'records/s':>11}{'CPU s/1000':>12}"
+    print(header + f"{'in flight':>11}{'ok':>8}")
+    for key, section in report.items():
+        if not key.startswith("capacity_"):
+            continue
+        capacity = key.removeprefix("capacity_")
+        for name, row in section.items():
+            if isinstance(row, dict):
+                print(
+                    f"{capacity:>8}  {name:<30}{row['records_per_s']:>11.1f}"
+                    f"{row['cpu_s_per_1000']:>12.4f}{row['mean_in_flight']:>11.1f}"
+                    f"{row['succeeded']:>8}"
+                )
+        for name in ("ratio_to_raw_aiohttp", "ordered_ratio_to_raw_aiohttp"):
+            print(f"{capacity:>8}  {name:<30}{section[name]:>11.3f}")
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=15_000, help="per contender and capacity")
+    parser.add_argument("--requests", type=int, default=20_000, help="per contender and capacity")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved slices per contender")
     parser.add_argument("--latency-ms", type=float, default=50.0, help="demo API latency")
+    parser.add_argument(
+        "--operator-capacity-factor",
+        type=float,
+        default=1.0,
+        help="operator queue capacity / HTTP concurrency (default: %(default)s, equal)",
+    )
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     report: dict[str, Any] = {}
+    load_before = os.getloadavg()[0]
     with demo_api_process(args.latency_ms) as base_url:
+        asyncio.run(raw_aiohttp(base_url, [f"warm-up-{i}" for i in range(1000)], 100, InFlight()))
         for capacity in CAPACITIES:
-            report[f"capacity_{capacity}"] = bench_capacity(base_url, capacity, args.requests)
-    report["machine"] = machine()
-    report["settings"] = {"requests": args.requests, "latency_ms": args.latency_ms}
+            section = bench_capacity(
+                base_url, capacity, args.requests, args.rounds, args.operator_capacity_factor
+            )
+            report[f"capacity_{capacity}"] = section
+    report["machine"] = {
+        **machine(),
+        # Other work on the machine skews every contender; the load average says how much.
+        "load_average_1m_before": round(load_before, 2),
+        "load_average_1m_after": round(os.getloadavg()[0], 2),
+    }
+    report["settings"] = {
+        "requests": args.requests,
+        "rounds": args.rounds,
+        "latency_ms": args.latency_ms,
+        "operator_capacity_factor": args.operator_capacity_factor,
+    }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2) + "\n")
     print_table(report)

@@ -58,8 +58,9 @@ class JobSpec:
     interval_start: str = "default"
     keep_snapshots: bool = False
     progress_interval: float = 10.0
-    outage_threshold: int = 100
-    """Consecutive transiently failed calls that stop the partition (0: never)."""
+    outage_threshold: int = 50
+    """Records in a row failing transiently (after retries) that stop the partition for a
+    later resume instead of dead-lettering through an outage (0: never)."""
 
     def __post_init__(self) -> None:
         _check(
@@ -234,6 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="consecutive transient call failures that fail the task for a later resume "
         "instead of dead-lettering through an outage (default 100, 0 disables)",
     )
+    add("--progress-interval", type=float, help="seconds between progress lines (default 10)")
+    add("--snapshot-max-rows", type=int, help="cut a snapshot when this many outputs wait")
     add("--keep-snapshots", action="store_true", help="keep the namespace after success")
     return parser
 

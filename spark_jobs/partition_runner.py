@@ -21,6 +21,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
@@ -35,16 +36,12 @@ from spark_jobs.asyncwait import (
     BoundedOutOfOrdernessGenerator,
     Failure,
     OperatorSnapshot,
+    Result,
     Watermark,
 )
 from spark_jobs.enrichers import default_retry_strategy
 from spark_jobs.job_spec import JobSpec
-from spark_jobs.row_enrichment import (
-    EVENT_MS,
-    HELPER_COLUMNS,
-    ApiOutageError,
-    open_row_enrichment,
-)
+from spark_jobs.row_enrichment import EVENT_MS, HELPER_COLUMNS, open_row_enrichment
 from spark_jobs.snapshots import Manifest, PartitionSnapshots
 
 logger = logging.getLogger(__name__)
@@ -52,6 +49,14 @@ logger = logging.getLogger(__name__)
 ERROR_COLUMN = "_error"
 ATTEMPTS_COLUMN = "_attempts"
 OUTPUT_BATCH_ROWS = 2_000
+
+
+class ApiOutageError(RuntimeError):
+    """So many records in a row failed transiently that the API is down, not the records bad.
+
+    The partition stops after a snapshot instead of dead-lettering through the outage;
+    Spark's task retry (or Airflow's) resumes it, calling those records again.
+    """
 
 
 @dataclass
@@ -131,6 +136,7 @@ class _RunState:
         self.requests_made: Callable[[], int] = lambda: 0
         self.epoch = _Epoch()
         self.pending_rows: list[dict[str, Any]] = []  # emitted, not yet in an output batch
+        self.suspects: list[Failure] = []  # transient failures held back (see _take)
         self.rows: dict[int, dict[str, Any]] = {}  # rows of records in the operator
         self.watermark: int | None = None
         self.replayed = 0
@@ -181,29 +187,55 @@ class _RunState:
                 capacity=spec.capacity,
                 timeout=spec.timeout,
                 retry=default_retry_strategy(spec.max_attempts),
-                is_fatal=lambda error: isinstance(error, ApiOutageError),
             )
             self.operator = operator
+            stream = operator.run(self._admit(elements), restored=restored)
             try:
-                async for output in operator.run(self._admit(elements), restored=restored):
-                    if isinstance(output, Watermark):
-                        if output.timestamp != MAX_WATERMARK:
-                            self.watermark = output.timestamp
-                        continue
-                    self.pending_rows.append(self._output_row(output))
-                    if len(self.pending_rows) >= OUTPUT_BATCH_ROWS:
-                        yield self._flush()
-                    if self._cut_due():
-                        if self.pending_rows:
+                async with aclosing(stream) as outputs:  # closing cancels calls in flight
+                    async for output in outputs:
+                        if isinstance(output, Watermark):
+                            if output.timestamp != MAX_WATERMARK:
+                                self.watermark = output.timestamp
+                            continue
+                        self._take(output)
+                        if len(self.pending_rows) >= OUTPUT_BATCH_ROWS:
                             yield self._flush()
-                        self._cut(final=False)
+                        if self._cut_due():
+                            if self.pending_rows:
+                                yield self._flush()
+                            self._cut(final=False)
             except ApiOutageError:
                 # Keep everything done so far; the retry resumes from this cut.
                 await self._final_cut(finished=False)
                 raise
+            self._release_suspects()  # the input ended; no outage proven
             if self.pending_rows:
                 yield self._flush()
             await self._final_cut(finished=True)
+
+    def _take(self, output: Result | Failure) -> None:
+        """Queue an outcome for output, holding transient failures back as outage suspects.
+
+        A streak of records failing transiently means the API is down, not that they are
+        bad: they must not become dead letters. So they wait until a success breaks the
+        streak (then they are dead letters after all) or the streak reaches
+        ``outage_threshold`` (then the partition stops, and they are retried on resume).
+        """
+        threshold = self.spec.outage_threshold
+        if isinstance(output, Failure) and output.transient and threshold:
+            self.suspects.append(output)
+            if len(self.suspects) >= threshold:
+                raise ApiOutageError(
+                    f"partition {self.task.partition}: API unavailable: {len(self.suspects)} "
+                    f"records in a row failed after retries, last: {output.error}"
+                )
+            return
+        self._release_suspects()
+        self.pending_rows.append(self._output_row(output))
+
+    def _release_suspects(self) -> None:
+        self.pending_rows.extend(self._output_row(s) for s in self.suspects)
+        self.suspects = []
 
     async def _final_cut(self, *, finished: bool) -> None:
         if self.pending_rows:
@@ -268,6 +300,9 @@ class _RunState:
             self.commit.result()  # a failed write fails the task rather than losing data
         assert self.operator is not None
         snapshot = self.operator.snapshot()
+        if self.suspects:  # emitted before everything still queued: they come first
+            retry_again = [{"record": s.record, "attempts": 0} for s in self.suspects]
+            snapshot = OperatorSnapshot([*retry_again, *snapshot.entries], snapshot.consumed)
         epoch, self.epoch = self.epoch, _Epoch()
         self.last_cut = time.monotonic()
         stats = {

@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from spark_jobs.enrichers import HttpEnricher, PermanentError, is_retryable, open_user_function
+from spark_jobs.enrichers import HttpEnricher, PermanentError, open_user_function
 from spark_jobs.enrichers.json_paths import CONVERTERS, compile_path, extract
 from spark_jobs.job_spec import JobSpec
 
@@ -29,35 +29,6 @@ RowFunction = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 class InvalidRowError(PermanentError):
     """The input row itself is unusable; calling again would not help."""
-
-
-class ApiOutageError(Exception):
-    """So many calls in a row failed transiently that the API is down, not one record bad.
-
-    Dead-lettering every record through an outage would be wrong and costly; the partition
-    stops instead (after a snapshot), and Spark's or Airflow's retry resumes it later.
-    """
-
-
-class OutageDetector:
-    """Counts consecutive transient failures across all calls of a partition."""
-
-    def __init__(self, threshold: int) -> None:
-        self.threshold = threshold
-        self.consecutive = 0
-
-    def success(self) -> None:
-        self.consecutive = 0
-
-    def failure(self, error: Exception) -> None:
-        if not self.threshold or not is_retryable(error):
-            return
-        self.consecutive += 1
-        if self.consecutive >= self.threshold:
-            raise ApiOutageError(
-                f"API unavailable: {self.consecutive} calls in a row failed transiently, "
-                f"last: {type(error).__name__}: {error}"
-            ) from error
 
 
 def row_problem(row: Mapping[str, Any], spec: JobSpec) -> str | None:
@@ -95,18 +66,11 @@ async def open_row_enrichment(spec: JobSpec) -> AsyncIterator[RowEnrichment]:
 
 
 def _guarded(spec: JobSpec, function: RowFunction) -> RowFunction:
-    """Row validation before the call, outage detection after it."""
-    outage = OutageDetector(spec.outage_threshold)
+    """Row validation before any call: a bad row fails at once, never retried."""
 
     async def call(row: dict[str, Any]) -> dict[str, Any]:
         _raise_if_invalid(row, spec)
-        try:
-            output = await function(_api_view(row))
-        except Exception as error:
-            outage.failure(error)
-            raise
-        outage.success()
-        return output
+        return await function(_api_view(row))
 
     return call
 

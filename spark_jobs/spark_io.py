@@ -60,7 +60,8 @@ def read_input(spark: Any, spec: JobSpec) -> Any:
 
 
 def _event_ms(frame: Any, column: str) -> Any:
-    """Milliseconds since the epoch; null when the value is not a timestamp."""
+    """Milliseconds since the epoch (integers are taken as such); null when the value is
+    not a timestamp."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -69,7 +70,10 @@ def _event_ms(frame: Any, column: str) -> Any:
         return F.col(column).cast("long")
     if isinstance(data_type, T.TimestampType | T.TimestampNTZType | T.DateType):
         return F.unix_millis(F.col(column).cast("timestamp"))
-    return F.unix_millis(F.try_to_timestamp(F.col(column).cast("string")))
+    text = F.col(column).cast("string")
+    return F.when(text.rlike(r"^-?[0-9]+$"), text.cast("long")).otherwise(
+        F.unix_millis(F.try_to_timestamp(text))
+    )
 
 
 def partition_deterministically(frame: Any, spec: JobSpec) -> Any:

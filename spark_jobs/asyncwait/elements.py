@@ -36,11 +36,14 @@ class Failure:
 
     ``error`` is ``"ExceptionType: message"`` rather than the exception object, so that a
     failure is plain data: it can go to dead letters and into snapshots unchanged.
+    ``transient`` says the last error was worth retrying (the budget ran out, or the
+    record timed out) as opposed to a permanent error.
     """
 
     record: Any
     error: str
     attempts: int
+    transient: bool = False
 
 
 class StreamStatus(enum.Enum):

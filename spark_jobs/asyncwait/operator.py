@@ -41,10 +41,9 @@ class AsyncWaitOperator:
     ``timeout`` bounds one record's whole processing, retries included. On expiry
     ``on_timeout(record)`` (sync or async) may supply a fallback value; otherwise the record
     becomes a :class:`Failure`. A result arriving after its timeout is dropped.
-
-    ``is_fatal(error)`` marks exceptions that say the stream itself cannot go on (e.g. the
-    API is down for everyone) rather than that one record failed: such an error stops
-    ``run()`` and is raised from it, and the queue stays intact for a snapshot.
+    A :class:`Failure` is ``transient`` when its last error was one the retry strategy
+    retries (the budget ran out) or the record timed out: the caller may tell an outage
+    from bad records that way.
     """
 
     def __init__(
@@ -56,7 +55,6 @@ class AsyncWaitOperator:
         timeout: float | None = None,
         retry: RetryStrategy | None = None,
         on_timeout: TimeoutHandler | None = None,
-        is_fatal: Callable[[BaseException], bool] | None = None,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"fn must be an async function, got {fn!r}")
@@ -72,7 +70,6 @@ class AsyncWaitOperator:
         self.timeout = timeout
         self.retry = retry or RetryStrategy.no_retry()
         self.on_timeout = on_timeout
-        self.is_fatal = is_fatal
         self.metrics = OperatorMetrics()
         self._queue: OrderedQueue | UnorderedQueue = self._new_queue()
         self._restoring: deque[QueueEntry] = deque()
@@ -244,12 +241,12 @@ class AsyncWaitOperator:
                 value = await self.fn(record)
             except Exception as error:
                 entry.calling = False
-                if self.is_fatal is not None and self.is_fatal(error):
-                    raise  # not this record's failure: its budget is untouched
                 entry.attempts += 1
                 delay = self.retry.delay_after_exception(entry.attempts, error)
                 if delay is None:
-                    return Failure(record, describe_error(error), entry.attempts)
+                    retrying = self.retry.max_attempts > 1  # no_retry: nothing is transient
+                    transient = retrying and self.retry.retry_on_exception(error)
+                    return Failure(record, describe_error(error), entry.attempts, transient)
             else:
                 entry.calling = False
                 entry.attempts += 1
@@ -262,7 +259,7 @@ class AsyncWaitOperator:
     async def _timeout_outcome(self, entry: RecordEntry) -> Result | Failure:
         if self.on_timeout is None:
             message = f"TimeoutError: no result within {self.timeout:g}s"
-            return Failure(entry.record, message, entry.attempts)
+            return Failure(entry.record, message, entry.attempts, transient=True)
         try:
             value = self.on_timeout(entry.record)
             if inspect.isawaitable(value):

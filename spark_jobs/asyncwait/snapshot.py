@@ -51,6 +51,8 @@ def encode_entry(entry: QueueEntry) -> dict[str, Any]:
         encoded["value"] = entry.outcome.value
     elif isinstance(entry.outcome, Failure):
         encoded["error"] = entry.outcome.error
+        if entry.outcome.transient:
+            encoded["transient"] = True
     return encoded
 
 
@@ -62,5 +64,5 @@ def decode_entry(encoded: dict[str, Any]) -> QueueEntry:
     if "value" in encoded:
         entry.outcome = Result(record, encoded["value"], attempts)
     elif "error" in encoded:
-        entry.outcome = Failure(record, encoded["error"], attempts)
+        entry.outcome = Failure(record, encoded["error"], attempts, encoded.get("transient", False))
     return entry

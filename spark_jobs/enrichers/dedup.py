@@ -49,37 +49,44 @@ class Coalescer(Generic[T]):
     """Runs one call per key at a time; callers arriving meanwhile await its outcome.
 
     The first caller (the leader) runs the call in its own task, which keeps the common
-    case free of an extra task per request. Should the leader be cancelled (its record
-    timed out), the followers get a :class:`RetryableError` rather than a cancellation
-    that is not theirs; the operator then retries them.
+    case free of an extra task per request; the future the followers wait on is only
+    created when the first follower arrives, since most keys never get one. Should the
+    leader be cancelled (its record timed out), the followers get a
+    :class:`RetryableError` rather than a cancellation that is not theirs; the operator
+    then retries them.
     """
 
     def __init__(self) -> None:
-        self._in_flight: dict[Hashable, asyncio.Future[T]] = {}
+        # key -> None while a leader runs alone, or the future its followers wait on.
+        self._in_flight: dict[Hashable, asyncio.Future[T] | None] = {}
         self.saved_calls = 0
 
     async def run(self, key: Hashable, call: Callable[..., Awaitable[T]], *args: Any) -> T:
         """``await call(*args)``, or the outcome of the call already running for ``key``."""
-        shared = self._in_flight.get(key)
-        if shared is not None:
+        in_flight = self._in_flight
+        if key in in_flight:
+            shared = in_flight[key]
+            if shared is None:
+                shared = in_flight[key] = asyncio.get_running_loop().create_future()
             self.saved_calls += 1
             return await asyncio.shield(shared)
-        shared = asyncio.get_running_loop().create_future()
-        self._in_flight[key] = shared
+        in_flight[key] = None
         try:
             value = await call(*args)
         except asyncio.CancelledError:
-            shared.set_exception(RetryableError("the shared call was cancelled by its caller"))
+            shared = in_flight.pop(key)
+            if shared is not None:
+                shared.set_exception(RetryableError("the shared call was cancelled by its caller"))
             raise
         except BaseException as error:
-            shared.set_exception(error)
+            shared = in_flight.pop(key)
+            if shared is not None:
+                shared.set_exception(error)
             raise
-        else:
+        shared = in_flight.pop(key)
+        if shared is not None:
             shared.set_result(value)
-            return value
-        finally:
-            del self._in_flight[key]
-            shared.exception()  # mark it retrieved: no "never retrieved" log without followers
+        return value
 
     def __len__(self) -> int:
         return len(self._in_flight)

@@ -73,7 +73,7 @@ class HttpEnricher:
             (name, spec.path, compile_path(spec.path), CONVERTERS[spec.type])
             for name, spec in config.response_fields.items()
         ]
-        self._null_output: Output = {name: None for name in config.response_fields}
+        self._output_names = tuple(config.response_fields)
         self._cache: LruCache[Output] | None = (
             LruCache(config.cache_size) if config.cache_size else None
         )
@@ -194,7 +194,8 @@ class HttpEnricher:
         return output
 
     async def _fetch_batched(self, key: Any) -> Output:
-        assert self._batcher is not None, "use the enricher inside 'async with'"
+        if self._batcher is None:
+            raise RuntimeError("use the enricher inside 'async with HttpEnricher(...)'")
         output = await self._batcher.submit(key)
         if self._cache is not None:
             self._cache.put(key, output)
@@ -203,7 +204,7 @@ class HttpEnricher:
     def _not_found(self, message: str) -> Output:
         if self.config.not_found == "fail":
             raise NotFoundError(self._redact(message))
-        return self._null_output
+        return dict.fromkeys(self._output_names)
 
     def _output(self, document: Any, where: str) -> Output:
         output = {}
@@ -368,6 +369,7 @@ class HttpEnricher:
                 self._coalescer.saved_calls if self._coalescer is not None else 0
             ),
             "current_concurrency_limit": self._limiter.limit,
+            "in_flight": self._limiter.in_flight,
             "concurrency_decreases": self._limiter.decreases,
             "batches_sent": self.batches_sent,
         }

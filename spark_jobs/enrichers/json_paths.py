@@ -18,8 +18,6 @@ from typing import Any
 #: The output types of a response field (a Spark job maps them onto column types).
 FIELD_TYPES = ("string", "int", "float", "bool", "json")
 
-_MISSING = object()
-
 _STEP = re.compile(
     r"""
     \.(?P<name>[A-Za-z_][A-Za-z0-9_\-]*)       # .name
@@ -67,19 +65,20 @@ def compile_path(path: str) -> tuple[Step, ...]:
 
 
 def extract(document: Any, steps: tuple[Step, ...]) -> Any:
-    """The value at ``steps`` in ``document``, or None when any step does not exist."""
+    """The value at ``steps`` in ``document``, or None when any step does not exist.
+
+    Runs for every output field of every response, hence subscripting and catching the
+    misses rather than checking types first. JSON objects only have string keys and
+    JSON strings reject string subscripts, so only an index needs its list checked.
+    """
     value = document
-    for step in steps:
-        if isinstance(step, str):
-            if not isinstance(value, dict):
-                return None
-            value = value.get(step, _MISSING)
-            if value is _MISSING:
-                return None
-        else:
-            if not isinstance(value, list) or not -len(value) <= step < len(value):
+    try:
+        for step in steps:
+            if step.__class__ is int and value.__class__ is not list:
                 return None
             value = value[step]
+    except (KeyError, IndexError, TypeError):
+        return None
     return value
 
 

@@ -91,7 +91,7 @@ async def test_restore_continues_the_retry_budget():
     snap = OperatorSnapshot(entries=[{"record": 1, "attempts": 2}], consumed=1)
     op = AsyncWaitOperator(always_down, retry=RetryStrategy.fixed_delay(3, 0.0))
     outputs = [o async for o in op.run([], restored=snap)]
-    assert outputs[0] == Failure(1, "ConnectionError: down", 3)
+    assert outputs[0] == Failure(1, "ConnectionError: down", 3, transient=True)
     assert calls == [1]  # one call left of three, not three new ones
 
 

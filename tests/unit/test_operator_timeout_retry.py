@@ -82,7 +82,7 @@ async def test_max_attempts_exhausted_becomes_a_failure_with_attempts():
     calls: list = []
     op = AsyncWaitOperator(flaky(5, calls), retry=RetryStrategy.fixed_delay(3, 0.0))
     [out] = await collect(op, [1])
-    assert out == Failure(1, "ConnectionError: reset #3", 3)
+    assert out == Failure(1, "ConnectionError: reset #3", 3, transient=True)
     assert len(calls) == 3
 
 
@@ -98,6 +98,7 @@ async def test_exception_predicate_stops_retrying_permanent_errors():
     )
     [out] = await collect(AsyncWaitOperator(fn, retry=strategy), [1])
     assert isinstance(out, Failure) and out.attempts == 1 and calls == [1]
+    assert out.transient is False  # permanent: not an outage symptom
 
 
 async def test_result_predicate_retries_empty_results_and_keeps_the_last_one():
@@ -180,29 +181,3 @@ async def test_timeout_covers_all_retries_together():
     assert isinstance(out, Failure) and out.error.startswith("TimeoutError")
     assert out.attempts == 3  # two finished calls + the one the timeout cut
     assert asyncio.get_running_loop().time() - started < 0.5
-
-
-async def test_a_fatal_error_stops_the_stream_and_leaves_the_queue_for_a_snapshot():
-    class ApiDown(Exception):
-        pass
-
-    release = asyncio.Event()
-
-    async def fn(record):
-        if record == 2:
-            raise ApiDown("everything answers 503")
-        await release.wait()
-        return record
-
-    op = AsyncWaitOperator(
-        fn,
-        capacity=4,
-        retry=RetryStrategy.fixed_delay(3, 0.0),
-        is_fatal=lambda e: isinstance(e, ApiDown),
-    )
-    with pytest.raises(ApiDown):
-        async for _ in op.run(range(10)):
-            pass
-    snap = op.snapshot()
-    assert snap.consumed == 4
-    assert snap.entries == [{"record": r, "attempts": 0} for r in range(4)]  # budgets untouched
