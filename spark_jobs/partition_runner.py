@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import aclosing
@@ -142,6 +143,8 @@ class _RunState:
         self.replayed = 0
         self.commit: asyncio.Task[Manifest] | None = None
         self.last_cut = time.monotonic()
+        self.rss_first_cut = 0.0  # worker memory, to show it stays flat
+        self.rss_peak = 0.0
 
     # -- replay ----------------------------------------------------------------------
 
@@ -305,7 +308,12 @@ class _RunState:
             snapshot = OperatorSnapshot([*retry_again, *snapshot.entries], snapshot.consumed)
         epoch, self.epoch = self.epoch, _Epoch()
         self.last_cut = time.monotonic()
+        rss_mb = _rss_mb()
+        self.rss_first_cut = self.rss_first_cut or rss_mb
+        self.rss_peak = max(self.rss_peak, rss_mb)
         stats = {
+            "rss_mb_first_cut": self.rss_first_cut,
+            "rss_mb_peak": self.rss_peak,
             "requests_made": self._base_stat("requests_made") + self.requests_made(),
             "replayed": self.replayed,
             "resumed": self.manifest is not None,
@@ -364,6 +372,13 @@ class _RunState:
             len(snapshot.entries),
         )
         return committed
+
+
+def _rss_mb() -> float:
+    """This Python worker's resident memory now, in MiB (Linux /proc)."""
+    with open("/proc/self/statm") as statm:
+        pages = int(statm.read().split()[1])
+    return round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
 
 
 def _rows(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -49,6 +49,9 @@ def build_summary(
         "duration_s": round(duration_s, 3),
         "watermark": job_watermark(partitions, spec.partitions),
         "partitions": spec.partitions,
+        "python_worker_peak_rss_mb": max(
+            (float(p.stats.get("rss_mb_peak", 0)) for p in partitions), default=0.0
+        ),
         "output": spec.output,
     }
     if summary["records_in"] != summary["enriched"] + summary["dead_letters"]:

@@ -1,0 +1,99 @@
+"""A real Spark standalone cluster on loopback: one master, workers on distinct loopback
+addresses (127.0.0.2, 127.0.0.3...) so Spark sees distinct hosts, as speculation needs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+import pyspark
+
+from .job_support import free_port
+
+SPARK_HOME = Path(pyspark.__file__).parent
+
+
+def _spark_class(main: str, *args: str, host: str, log: Path) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(SPARK_HOME),
+        "SPARK_LOCAL_IP": host,
+        "PYSPARK_PYTHON": sys.executable,
+    }
+    return subprocess.Popen(
+        [str(SPARK_HOME / "bin" / "spark-class"), main, *args],
+        env=env,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+@contextmanager
+def standalone_cluster(tmp: Path, workers: int = 2, cores: int = 1):
+    """Yields the master URL once every worker has registered; stops everything after."""
+    port, ui_port = free_port(), free_port()
+    processes = [
+        _spark_class(
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            str(ui_port),
+            host="127.0.0.1",
+            log=tmp / "master.log",
+        )
+    ]
+    master = f"spark://127.0.0.1:{port}"
+    try:
+        for number in range(workers):
+            host = f"127.0.0.{number + 2}"
+            processes.append(
+                _spark_class(
+                    "org.apache.spark.deploy.worker.Worker",
+                    "--host",
+                    host,
+                    "--cores",
+                    str(cores),
+                    "--memory",
+                    "1g",
+                    "--webui-port",
+                    str(free_port()),
+                    "--work-dir",
+                    str(tmp / f"work{number}"),
+                    master,
+                    host=host,
+                    log=tmp / f"worker{number}.log",
+                )
+            )
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=2) as r:
+                    if (
+                        len([w for w in json.loads(r.read())["workers"] if w["state"] == "ALIVE"])
+                        == workers
+                    ):
+                        break
+            except OSError:
+                pass
+            time.sleep(0.5)
+        else:
+            raise RuntimeError(f"standalone cluster did not start; see logs in {tmp}")
+        yield master
+    finally:
+        for process in reversed(processes):
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                process.kill()

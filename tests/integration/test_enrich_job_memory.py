@@ -1,0 +1,52 @@
+"""A partition of 1 000 000 rows runs with flat Python worker memory (measured by the
+runner at every snapshot and reported in the manifests)."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from .job_support import job_args, run_job
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+ROWS = 1_000_000
+
+
+def test_a_million_row_partition_keeps_worker_memory_flat(tmp_path):
+    (tmp_path / "in").mkdir()
+    ids = pa.array([f"k{i:07d}" for i in range(ROWS)])
+    pq.write_table(
+        pa.table({"id": ids, "amount": pa.array(range(ROWS))}), tmp_path / "in" / "p.parquet"
+    )
+    args = job_args(
+        tmp_path,
+        None,
+        "--input-format",
+        "parquet",
+        "--enricher",
+        "demo.functions:lookup",
+        "--partitions",
+        "1",
+        "--capacity",
+        "200",
+        "--snapshot-interval",
+        "2",
+        "--keep-snapshots",
+    )
+    args[args.index("name=$.name")] = "name=$.tier"
+    code, log = run_job(args, timeout=600)
+    assert code == 0, log[-3000:]
+    summary = json.loads((tmp_path / "out" / "_SUMMARY.json").read_text())
+    assert summary["records_in"] == ROWS == summary["enriched"]
+    manifests = sorted((tmp_path / "snapshots").rglob("part-00000/manifests/*.json"))
+    stats = [json.loads(m.read_text())["stats"] for m in manifests]
+    assert len(stats) >= 5, "expected several snapshots over the run"
+    final = max(stats, key=lambda s: s["rss_mb_peak"])
+    growth = final["rss_mb_peak"] - final["rss_mb_first_cut"]
+    print(
+        f"python worker RSS: first cut {final['rss_mb_first_cut']} MiB, peak {final['rss_mb_peak']} MiB"
+    )
+    assert growth < 64, f"worker memory grew by {growth:.0f} MiB over {ROWS} rows"
