@@ -178,6 +178,17 @@ class _RunState:
         if manifest is not None:
             restored = OperatorSnapshot(list(manifest.pending), manifest.input_offset)
             self._skip(elements, restored)
+        try:
+            async for batch in self._enrich(elements, restored):
+                yield batch
+        finally:
+            if self.commit is not None and not self.commit.done():
+                await asyncio.wait([self.commit])  # a started write finishes, never torn
+
+    async def _enrich(
+        self, elements: Iterator[Any], restored: OperatorSnapshot
+    ) -> AsyncIterator[pa.RecordBatch]:
+        spec = self.spec
         async with open_row_enrichment(spec) as enrichment:
             self.requests_made = enrichment.requests_made
 
