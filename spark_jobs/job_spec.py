@@ -218,6 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="NAME=JSONPATH[:TYPE], TYPE one of string,int,float,bool,json (repeatable)",
     )
     add("--enricher", help="package.module:function, a user async function instead of HTTP")
+    add("--token-env", help="environment variable holding the API bearer token (never the token)")
+    add("--requests-per-second", type=float, help="request budget of the whole job")
     add("--partitions", type=int, help="fixed partition count (default 8)")
     add("--capacity", type=int, help="requests in flight per partition (default 100)")
     add("--mode", choices=("ordered", "unordered"), help="default: unordered")
@@ -248,6 +250,9 @@ def parse_args(argv: list[str] | None = None) -> JobSpec:
     spec_path = args.pop("spec", None)
     if spec_path:
         values.update(load_spec_file(spec_path))
+    for http_option in ("token_env", "requests_per_second"):  # HTTP enricher settings
+        if http_option in args:
+            values.setdefault("http", {})[http_option] = args.pop(http_option)
     if "response_fields" in args:
         args["response_fields"] = dict(parse_response_field(f) for f in args["response_fields"])
     values.update(args)

@@ -29,12 +29,13 @@ def free_port() -> int:
 class DemoApi:
     """The demo API as its own process, with /stats and /faults helpers."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process = subprocess.Popen(
             [sys.executable, "-m", "demo.api", "--port", str(self.port), *args],
             cwd=ROOT,
+            env={**os.environ, **(env or {})},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -51,15 +52,19 @@ class DemoApi:
         with urllib.request.urlopen(self.url + path, timeout=5) as response:
             return json.loads(response.read())
 
-    def post(self, path: str, body: dict | None = None) -> Any:
+    def post(self, path: str, body: dict | None = None, method: str = "POST") -> Any:
         request = urllib.request.Request(
             self.url + path,
             data=json.dumps(body or {}).encode(),
             headers={"Content-Type": "application/json"},
-            method="POST",
+            method=method,
         )
         with urllib.request.urlopen(request, timeout=5) as response:
             return json.loads(response.read() or b"{}")
+
+    def heal(self) -> None:
+        """Back to the knobs the server started with (ends an injected outage)."""
+        self.post("/faults", method="DELETE")
 
     def calls_per_key(self) -> Counter:
         return Counter(self.get("/stats")["per_key"])
@@ -80,8 +85,8 @@ class DemoApi:
 
 
 @contextmanager
-def demo_api(*args: str):
-    api = DemoApi(*args)
+def demo_api(*args: str, env: dict[str, str] | None = None):
+    api = DemoApi(*args, env=env)
     try:
         yield api
     finally:

@@ -314,6 +314,14 @@ async def test_a_slow_body_hits_the_read_timeout():
     assert is_retryable(caught.value)
 
 
+async def test_without_a_read_timeout_the_total_timeout_bounds_a_slow_body():
+    async with demo(slow_body_rate=1.0, slow_body_s=1.0) as (base_url, _):
+        async with HttpEnricher(customers(base_url, total_timeout=0.2)) as enrich:
+            assert enrich.config.read_timeout is None  # the default
+            with pytest.raises(TransportError, match="total_timeout"):
+                await enrich({"id": "c1"})
+
+
 async def test_a_slow_answer_hits_the_total_timeout():
     async with demo(latency_ms=600) as (base_url, _):
         async with HttpEnricher(customers(base_url, total_timeout=0.1)) as enrich:

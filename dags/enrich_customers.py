@@ -1,0 +1,92 @@
+"""Daily enrichment of the customer events of one day, through the customer API.
+
+wait for the day's input -> enrich (resumable Spark job) -> publish
+
+Configuration only: the work is in ``plugins`` and ``spark_jobs``. Endpoints and the API
+token come from connections (``AIRFLOW_CONN_ENRICHMENT_API``, ``AIRFLOW_CONN_SPARK_ENRICH``),
+paths from Variables (``enrichment_data_root``, ``enrichment_snapshot_root``). A retry,
+a backfill or a "Clear" of the same day resumes from that day's snapshots.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pendulum
+from airflow.sdk import DAG, Asset, Param, Variable, task
+
+from plugins.enrichment_operator import ResumableEnrichmentOperator
+
+DATA_ROOT = "{{ var.value.enrichment_data_root }}"
+ENRICHED = Asset("enrichment://customers/enriched")
+
+with DAG(
+    dag_id="enrich_customers",
+    description="Enrich the day's customer events through the customer API, resumably",
+    schedule="@daily",
+    start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=2,
+    tags=["enrichment"],
+    params={
+        "resume": Param(
+            "auto",
+            enum=["auto", "never", "require"],
+            description="auto: resume from snapshots when valid; never: start fresh",
+        ),
+        "capacity": Param(
+            100, type="integer", minimum=1, description="requests in flight per partition"
+        ),
+        "partitions": Param(4, type="integer", minimum=1, description="fixed partition count"),
+        "snapshot_interval": Param(
+            10, type="number", exclusiveMinimum=0, description="seconds between snapshots"
+        ),
+    },
+    default_args={
+        "retries": 3,
+        "retry_delay": timedelta(seconds=20),
+        "retry_exponential_backoff": True,
+        "max_retry_delay": timedelta(minutes=10),
+    },
+) as dag:
+
+    @task.sensor(poke_interval=30, timeout=6 * 3600, mode="reschedule")
+    def wait_for_input(ds=None) -> bool:
+        """The day's input directory exists and holds data."""
+        import fsspec
+
+        fs, root = fsspec.core.url_to_fs(f"{Variable.get('enrichment_data_root')}/input/{ds}")
+        return fs.exists(root) and bool(fs.ls(root))
+
+    enrich = ResumableEnrichmentOperator(
+        task_id="enrich",
+        input_path=DATA_ROOT + "/input/{{ ds }}",
+        output_path=DATA_ROOT + "/output/{{ ds }}",
+        key_column="id",
+        event_time_column="event_time",
+        url_path="/customers/{id}",
+        response_fields={
+            "name": "$.name",
+            "segment": "$.segment",
+            "score": "$.score:float",
+            "city": "$.address.city",
+        },
+        resume="{{ params.resume }}",
+        capacity="{{ params.capacity }}",
+        partitions="{{ params.partitions }}",
+        job_args=["--snapshot-interval", "{{ params.snapshot_interval }}"],
+        pool="enrichment_api",
+        outlets=[ENRICHED],
+    )
+
+    @task
+    def publish(summary: dict, ds=None) -> dict:
+        """Check the day's invariant before downstream consumers (watching the Asset) read it."""
+        if summary["records_in"] != summary["enriched"] + summary["dead_letters"]:
+            raise ValueError(f"{ds}: records lost or doubled: {json.dumps(summary)}")
+        print(f"published {ds}: {json.dumps(summary, sort_keys=True)}")
+        return summary
+
+    wait_for_input() >> enrich
+    publish(enrich.output)

@@ -1,0 +1,179 @@
+"""Real Airflow services (api-server, scheduler with LocalExecutor, dag-processor) run
+the daily DAG: an API outage fails a try after snapshots were committed, and both the
+automatic retry and a "Clear" through the REST API resume; a backfill over three dates
+uses three namespaces."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from spark_jobs.snapshots import NamespaceKey, SnapshotStore
+
+from .airflow_services import airflow_services
+from .airflow_support import airflow, airflow_env, init_airflow
+from .job_support import demo_api, write_input
+
+pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow]
+DAG = "enrich_customers"
+ROWS = 12_000
+OUTAGE = {"outage_after_requests": 0, "outage_requests": 10**9}
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("airflow")
+    with demo_api("--latency-ms", "20") as api:
+        env = airflow_env(tmp / "home", api.url, tmp / "data", tmp / "snapshots")
+        init_airflow(env)
+        with airflow_services(env, tmp / "home") as services:
+            services.wait_for(
+                lambda: services.request("GET", f"/api/v2/dags/{DAG}"), 120, "DAG parsed"
+            )
+            services.request("PATCH", f"/api/v2/dags/{DAG}", {"is_paused": False})
+            try:
+                yield api, services, tmp
+            except BaseException:
+                print(services.logs())
+                raise
+
+
+def trigger(services, day: str) -> str:
+    run = services.request(
+        "POST",
+        f"/api/v2/dags/{DAG}/dagRuns",
+        {"logical_date": f"{day}T00:00:00Z", "conf": {"capacity": 10, "snapshot_interval": 1}},
+    )
+    return run["dag_run_id"]
+
+
+def committed(tmp: Path, day: str) -> int:
+    key = NamespaceKey(DAG, "enrich", f"{day}T00:00:00+00:00")
+    try:
+        return sum(
+            p.done_rows for p in SnapshotStore(str(tmp / "snapshots")).namespace_progress(key)
+        )
+    except FileNotFoundError:
+        return 0
+
+
+def fail_first_try_by_outage(api, services, tmp, day: str, run_id: str) -> tuple[int, int]:
+    """Break the API once snapshots exist; wait for the try to fail. Returns the successful
+    calls made so far and the records committed when it failed."""
+    services.wait_for(lambda: committed(tmp, day) >= ROWS // 5, 300, "snapshots", 0.3)
+    api.post("/faults", OUTAGE)
+    services.wait_for(
+        lambda: (
+            services.task_instance(DAG, run_id, "enrich")["state"] in ("up_for_retry", "failed")
+        ),
+        300,
+        "the outage to fail the try",
+    )
+    return api.get("/stats")["by_status"].get("200", 0), committed(tmp, day)
+
+
+def summary_of(services, run_id: str) -> dict:
+    entry = services.request(
+        "GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances/enrich/xcomEntries/return_value"
+    )
+    value = entry["value"]
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def assert_resumed_within_bound(api, summary, ok_calls_at_failure, committed_at_failure):
+    assert summary["resumed"] is True and summary["replayed_from_snapshot"] > 0
+    assert summary["records_in"] == ROWS == summary["enriched"] + summary["dead_letters"]
+    assert summary["dead_letters"] == 0, "an outage must not produce dead letters"
+    repeated = api.get("/stats")["by_status"]["200"] - ROWS
+    assert repeated <= ok_calls_at_failure - committed_at_failure
+
+
+def test_automatic_retry_after_an_outage_resumes(stack):
+    api, services, tmp = stack
+    day = "2024-01-02"
+    write_input(tmp / "data" / "input" / day / "part.jsonl", [f"c{i:05d}" for i in range(ROWS)])
+    api.post("/stats/reset")
+    run_id = trigger(services, day)
+    ok_calls, done = fail_first_try_by_outage(api, services, tmp, day, run_id)
+    api.heal()
+    services.wait_for(
+        lambda: services.dag_run(DAG, run_id)["state"] in ("success", "failed"), 600, "the run"
+    )
+    assert services.dag_run(DAG, run_id)["state"] == "success", services.logs()
+    assert services.task_instance(DAG, run_id, "enrich")["try_number"] == 2
+    assert_resumed_within_bound(api, summary_of(services, run_id), ok_calls, done)
+
+
+def test_clearing_a_failed_task_through_the_rest_api_resumes(stack):
+    api, services, tmp = stack
+    day = "2024-01-03"
+    write_input(tmp / "data" / "input" / day / "part.jsonl", [f"d{i:05d}" for i in range(ROWS)])
+    api.post("/stats/reset")
+    run_id = trigger(services, day)
+    ok_calls, done = fail_first_try_by_outage(api, services, tmp, day, run_id)
+    services.request(  # an operator gives up on it, as "Mark failed" does
+        "PATCH",
+        f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances/enrich",
+        {"new_state": "failed"},
+    )
+    api.heal()
+    services.request(  # what the UI's "Clear" sends
+        "POST",
+        f"/api/v2/dags/{DAG}/clearTaskInstances",
+        {
+            "dag_run_id": run_id,
+            "task_ids": ["enrich"],
+            "dry_run": False,
+            "only_failed": True,
+            "include_downstream": True,
+        },
+    )
+    services.wait_for(
+        lambda: services.dag_run(DAG, run_id)["state"] in ("success", "failed"), 600, "the run"
+    )
+    assert services.dag_run(DAG, run_id)["state"] == "success", services.logs()
+    assert_resumed_within_bound(api, summary_of(services, run_id), ok_calls, done)
+
+
+def test_backfill_over_three_dates_uses_three_namespaces(stack):
+    api, services, tmp = stack
+    days = ["2024-02-01", "2024-02-02", "2024-02-03"]
+    for day in days:
+        write_input(tmp / "data" / "input" / day / "part.jsonl", [f"{day}-{i}" for i in range(300)])
+    result = airflow(
+        services.env,
+        "backfill",
+        "create",
+        "--dag-id",
+        DAG,
+        "--from-date",
+        days[0],
+        "--to-date",
+        days[-1],
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+    def backfill_runs():
+        runs = services.request("GET", f"/api/v2/dags/{DAG}/dagRuns?run_type=backfill")["dag_runs"]
+        return (
+            runs
+            if len(runs) == 3 and all(r["state"] in ("success", "failed") for r in runs)
+            else None
+        )
+
+    runs = services.wait_for(backfill_runs, 600, "three backfill runs", 2)
+    assert {r["state"] for r in runs} == {"success"}, services.logs()
+    namespaces = set()
+    for run in runs:
+        summary = summary_of(services, run["dag_run_id"])
+        assert summary["records_in"] == 300 == summary["enriched"]
+        logs = list(
+            (tmp / "home" / "logs").rglob(f"*run_id={run['dag_run_id']}*/task_id=enrich/*.log")
+        )
+        text = "".join(p.read_text() for p in logs)
+        namespaces |= {
+            part.split("/enrich/")[1][:10] for part in text.split() if f"{DAG}/enrich/" in part
+        }
+    assert namespaces == set(days)

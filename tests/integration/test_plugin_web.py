@@ -1,0 +1,549 @@
+"""The plugin's web part (``plugins.web``) inside a real ``airflow api-server``.
+
+One api-server per module, on a free loopback port, with a temporary AIRFLOW_HOME and
+SQLite.  A small plugin in a temporary plugins folder registers ``plugins.web.app`` the
+way the real plugin does, so these tests do not depend on ``plugins.resumable_enrichment``.
+
+Authentication and authorization are Airflow's own: SimpleAuthManager with users from a
+passwords file, JWTs from ``POST /auth/token``.  SimpleAuthManager's roles are global
+(viewer may read every DAG, only user/op/admin may edit), so "signed in but no access
+to this DAG" is expressed with its multi-team mode: ``team_a_dag`` belongs (through its
+bundle) to team ``team_a``; ``viewer`` is in no team and gets 403 on it, ``alice`` is a
+viewer in ``team_a`` and may read it.  The edit check is shown with viewers on discard.
+
+The snapshot root is the Airflow Variable ``enrichment_snapshot_root``, created through
+the REST API once the server is up; one test deletes it to see the 503 and restores it,
+which also shows that the root is read on every request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import parse_qs, quote, urlsplit
+
+import httpx
+import pyarrow as pa
+import pytest
+
+from plugins.web import URL_PREFIX, page_url
+from spark_jobs.snapshots import Manifest, NamespaceKey, SnapshotStore
+
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+STARTUP_TIMEOUT = 120.0
+
+PASSWORDS = {"admin": "admin-pw", "viewer": "viewer-pw", "alice": "alice-pw"}
+USERS = "admin:admin,viewer:viewer,alice:viewer:team_a"
+
+DAG = "enrich_customers"
+TASK = "enrich"
+INTERVAL = "2026-11-20T00:00:00+00:00"  # ':' and '+' in a path parameter
+KEY = NamespaceKey(DAG, TASK, INTERVAL)
+DISCARD_KEY = NamespaceKey(DAG, TASK, "2026-11-21T00:00:00+00:00")
+VIEWER_DISCARD_KEY = NamespaceKey(DAG, "other_task", "2026-11-22T00:00:00+00:00")
+BUTTON_KEY = NamespaceKey(DAG, "button_task", "2026-11-23T00:00:00+00:00")
+TEAM_DAG = "team_a_dag"
+TEAM_KEY = NamespaceKey(TEAM_DAG, TASK, INTERVAL)
+
+W_FINISHED = 1_763_600_000_000
+W_RUNNING = 1_763_596_800_000  # 2025-11-20T00:00:00Z: holds the job watermark back
+
+
+@dataclass
+class Server:
+    base_url: str
+    log_path: Path
+    snapshot_root: Path
+    tokens: dict[str, str] = field(default_factory=dict)
+
+    def log_tail(self, lines: int = 80) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError as exc:
+            return f"(no server log: {exc})"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def client(self, user: str | None = None, **kwargs) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {self.tokens[user]}"} if user else {}
+        return httpx.Client(base_url=self.base_url, headers=headers, timeout=30, **kwargs)
+
+    def call(
+        self, user: str | None, method: str, path: str, expect: int, **kwargs
+    ) -> httpx.Response:
+        with self.client(user) as client:
+            response = client.request(method, path, **kwargs)
+        assert response.status_code == expect, (
+            f"{method} {path} as {user or 'anonymous'}: HTTP {response.status_code}, "
+            f"expected {expect}: {response.text[:2000]}\n--- api-server log ---\n{self.log_tail()}"
+        )
+        return response
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _airflow_env(home: Path, dags: Path, plugins: Path, port: int) -> dict[str, str]:
+    # Nothing Airflow-related leaks in from the developer's shell (e.g. a snapshot root).
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    passwords = home / "passwords.json"
+    passwords.write_text(json.dumps(PASSWORDS))
+    return {
+        **inherited,
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(plugins),
+        "AIRFLOW__CORE__AUTH_MANAGER": (
+            "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
+        ),
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": USERS,
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+        "AIRFLOW__CORE__MULTI_TEAM": "True",
+        "AIRFLOW__API_AUTH__JWT_SECRET": "plugin-web-tests-" + "0123456789abcdef" * 4,
+        "AIRFLOW__API__SECRET_KEY": "test-api-secret-key",
+        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
+        "AIRFLOW__API__HOST": "127.0.0.1",
+        "AIRFLOW__API__WORKERS": "1",
+        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+
+
+# The plugin module the api-server loads from the temporary plugins folder.
+TEST_PLUGIN = """
+from airflow.plugins_manager import AirflowPlugin
+
+from plugins.web import URL_PREFIX, app
+
+
+class EnrichmentWebTestPlugin(AirflowPlugin):
+    name = "enrichment_web_test"
+    fastapi_apps = [{"app": app, "url_prefix": URL_PREFIX, "name": "Enrichment snapshots"}]
+"""
+
+# Metadata a dag processor would have written: team_a owns team_a_dag through its bundle;
+# enrich_customers lives in a bundle of no team.
+TEAM_SETUP = """
+from airflow.models.dag import DagModel
+from airflow.models.dagbundle import DagBundleModel
+from airflow.models.team import Team
+from airflow.utils.session import create_session
+
+with create_session() as session:
+    team = Team(name="team_a")
+    team_bundle = DagBundleModel(name="team_a_bundle")
+    team_bundle.teams.append(team)
+    session.add_all([team, team_bundle, DagBundleModel(name="shared_bundle")])
+    session.flush()
+    for dag_id, bundle in (("team_a_dag", "team_a_bundle"), ("enrich_customers", "shared_bundle")):
+        session.add(
+            DagModel(
+                dag_id=dag_id,
+                bundle_name=bundle,
+                max_active_tasks=16,
+                max_consecutive_failed_dag_runs=0,
+                has_task_concurrency_limits=False,
+            )
+        )
+"""
+
+
+def _run(env: dict[str, str], *args: str, timeout: float = 180) -> None:
+    result = subprocess.run(
+        args, env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    assert result.returncode == 0, f"{args} failed:\n{result.stdout}\n{result.stderr}"
+
+
+def _write_namespace(store: SnapshotStore, key: NamespaceKey) -> None:
+    """Two partitions: 0 finished (3 of 3), 1 running (2 results + 1 dead letter of 7)."""
+    store.write_job_record(key, {"fingerprint": "f", "inputs": {}, "enrichment": {"partitions": 2}})
+    part = store.partition(key, 0)
+    ref = part.write_segment(pa.table({"id": [1, 2, 3]}), kind="results", attempt="a0")
+    part.commit(
+        Manifest(
+            job_fingerprint="f",
+            partition=0,
+            epoch=2,
+            input_offset=3,
+            attempt="a0",
+            segments=[ref],
+            watermark=W_FINISHED,
+            records_total=3,
+            stats={"finished": True},
+        )
+    )
+    part = store.partition(key, 1)
+    results = part.write_segment(pa.table({"id": [4, 5]}), kind="results", attempt="a1")
+    dead = part.write_segment(pa.table({"id": [6]}), kind="dead_letters", attempt="a1")
+    part.commit(
+        Manifest(
+            job_fingerprint="f",
+            partition=1,
+            epoch=1,
+            input_offset=5,
+            attempt="a1",
+            pending=[{"row": 7}, {"row": 8}],
+            segments=[results, dead],
+            watermark=W_RUNNING,
+            records_total=7,
+            stats={"finished": False},
+        )
+    )
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """SIGTERM the server's process group (it and its workers), SIGKILL if it lingers."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def server(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Server]:
+    tmp = tmp_path_factory.mktemp("plugin_web")
+    home, dags, plugins, snapshots = (tmp / name for name in ("home", "dags", "plugins", "snaps"))
+    for directory in (home, dags, plugins, snapshots):
+        directory.mkdir()
+    (plugins / "enrichment_web_test_plugin.py").write_text(TEST_PLUGIN)
+    store = SnapshotStore(str(snapshots))
+    for key in (KEY, DISCARD_KEY, VIEWER_DISCARD_KEY, BUTTON_KEY, TEAM_KEY):
+        _write_namespace(store, key)
+
+    port = _free_port()
+    env = _airflow_env(home, dags, plugins, port)
+    _run(env, str(BIN / "airflow"), "db", "migrate")
+    _run(env, sys.executable, "-c", textwrap.dedent(TEAM_SETUP))
+
+    log_path = tmp / "api-server.log"
+    srv = Server(f"http://127.0.0.1:{port}", log_path, snapshots)
+    failed_before = request.session.testsfailed
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [str(BIN / "airflow"), "api-server", "--host", "127.0.0.1", "--port", str(port)],
+            env=env,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group, stopped as a whole
+        )
+    try:
+        _wait_healthy(srv, process)
+        for user, password in PASSWORDS.items():
+            response = httpx.post(
+                f"{srv.base_url}/auth/token",
+                json={"username": user, "password": password},
+                timeout=30,
+            )
+            assert response.status_code == 201, f"token for {user}: {response.text}"
+            srv.tokens[user] = response.json()["access_token"]
+        srv.call(
+            "admin",
+            "POST",
+            "/api/v2/variables",
+            201,
+            json={"key": "enrichment_snapshot_root", "value": str(snapshots)},
+        )
+        yield srv
+    except BaseException:
+        print(f"--- api-server log ({log_path}) ---\n{srv.log_tail(400)}", file=sys.stderr)
+        raise
+    finally:
+        _stop(process)
+        if request.session.testsfailed > failed_before:
+            reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+            if reporter is not None:
+                reporter.write_line(f"\n--- api-server log ({log_path}) ---\n{srv.log_tail(200)}")
+
+
+def _wait_healthy(srv: Server, process: subprocess.Popen) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"api-server exited with {process.returncode}:\n{srv.log_tail(400)}")
+        try:
+            if httpx.get(f"{srv.base_url}/api/v2/monitor/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    pytest.fail(f"api-server not healthy after {STARTUP_TIMEOUT:.0f}s:\n{srv.log_tail(400)}")
+
+
+def _path(key: NamespaceKey, suffix: str = "") -> str:
+    parts = "/".join(quote(p, safe="") for p in (key.dag_id, key.task_id, key.interval_start))
+    return f"{URL_PREFIX}/api/namespaces/{parts}{suffix}"
+
+
+def _keys(namespaces: list[dict]) -> set[tuple[str, str, str]]:
+    return {(n["dag_id"], n["task_id"], n["interval_start"]) for n in namespaces}
+
+
+def _as_tuple(key: NamespaceKey) -> tuple[str, str, str]:
+    return (key.dag_id, key.task_id, key.interval_start)
+
+
+ENDPOINTS = [
+    ("GET", f"{URL_PREFIX}/"),
+    ("GET", f"{URL_PREFIX}/?dag_id={DAG}"),
+    ("GET", f"{URL_PREFIX}/api/namespaces"),
+    ("GET", f"{URL_PREFIX}/api/namespaces?dag_id={DAG}"),
+    ("GET", _path(KEY)),
+    ("POST", _path(KEY, "/discard")),
+]
+
+
+def test_every_endpoint_needs_a_signed_in_user(server: Server) -> None:
+    for method, path in ENDPOINTS:
+        server.call(None, method, path, 401)
+    # A token that is not Airflow's own is refused too (Airflow answers 403 for a bad JWT).
+    with httpx.Client(base_url=server.base_url, headers={"Authorization": "Bearer nope"}) as c:
+        assert c.get(f"{URL_PREFIX}/api/namespaces").status_code == 403
+    # The page tells a browser where to sign in; the API stays JSON.
+    page = server.call(None, "GET", f"{URL_PREFIX}/", 401)
+    assert page.headers["content-type"].startswith("text/html")
+    assert "/auth/login" in page.text
+    api = server.call(None, "GET", f"{URL_PREFIX}/api/namespaces", 401)
+    assert api.json() == {"detail": "Not authenticated"}
+    assert KEY.dag_id in {p.name for p in server.snapshot_root.iterdir()}  # nothing discarded
+
+
+def test_viewer_lists_namespaces_with_progress(server: Server) -> None:
+    listed = server.call("viewer", "GET", f"{URL_PREFIX}/api/namespaces", 200).json()
+    assert _as_tuple(KEY) in _keys(listed)
+    assert _as_tuple(TEAM_KEY) not in _keys(listed)  # a DAG of a team viewer is not in
+    ns = next(
+        n for n in listed if _as_tuple(KEY) == (n["dag_id"], n["task_id"], n["interval_start"])
+    )
+    totals = ns["totals"]
+    assert totals["partition_count"] == 2
+    assert totals["partitions_reported"] == 2
+    assert totals["partitions_finished"] == 1
+    assert totals["records_total"] == 10
+    assert totals["done_rows"] == 6
+    assert totals["dead_letter_rows"] == 1
+    assert totals["in_flight"] == 2
+    assert totals["epoch"] == 2
+    # The valve over partitions: the finished one is idle, the running one holds it back.
+    assert totals["watermark"] == W_RUNNING
+    assert totals["watermark_utc"] == "2025-11-20T00:00:00.000+00:00"
+    assert totals["summary"] == "epoch 2: 6 of 10 records committed, 2 in flight"
+    first, second = ns["partitions"]
+    assert (first["partition"], first["done_rows"], first["records_total"]) == (0, 3, 3)
+    assert (first["epoch"], first["in_flight"], first["finished"]) == (2, 0, True)
+    assert (second["done_rows"], second["records_total"], second["in_flight"]) == (3, 7, 2)
+    assert second["attempt"] == "a1" and second["watermark"] == W_RUNNING
+    assert second["committed_at"].endswith("+00:00")
+
+    filtered = server.call("viewer", "GET", f"{URL_PREFIX}/api/namespaces?dag_id={DAG}", 200)
+    assert {n["dag_id"] for n in filtered.json()} == {DAG}
+    by_task = server.call(
+        "viewer", "GET", f"{URL_PREFIX}/api/namespaces", 200, params={"task_id": "other_task"}
+    )
+    assert _keys(by_task.json()) == {_as_tuple(VIEWER_DISCARD_KEY)}
+
+
+def test_viewer_reads_detail(server: Server) -> None:
+    detail = server.call("viewer", "GET", _path(KEY), 200).json()
+    assert (detail["dag_id"], detail["task_id"], detail["interval_start"]) == _as_tuple(KEY)
+    assert [p["partition"] for p in detail["partitions"]] == [0, 1]
+    assert detail["totals"]["done_rows"] == 6
+    missing = NamespaceKey(DAG, TASK, "2030-01-01T00:00:00+00:00")
+    server.call("viewer", "GET", _path(missing), 404)
+
+
+def test_interval_with_colon_and_plus_round_trips(server: Server) -> None:
+    detail = server.call("viewer", "GET", _path(KEY), 200).json()
+    links = detail["links"]
+    assert links["detail"] == _path(KEY)
+    assert "%3A" in links["detail"] and "%2B" in links["detail"]
+    with server.client("viewer") as client:
+        by_link = client.get(links["detail"])
+        assert by_link.status_code == 200, by_link.text
+        assert b"%2B00%3A00" in by_link.request.url.raw_path  # really sent encoded
+        # Unencoded ':' and '+' are legal in a path and mean the same.
+        raw = client.get(f"{URL_PREFIX}/api/namespaces/{DAG}/{TASK}/{INTERVAL}")
+        assert raw.status_code == 200, raw.text
+    for response in (by_link, raw):
+        assert response.json()["interval_start"] == INTERVAL
+
+    # The extra link's URL: filters the page down to exactly this task run.
+    url = page_url(DAG, TASK, INTERVAL)
+    assert url.startswith(f"{URL_PREFIX}/?")
+    assert parse_qs(urlsplit(url).query) == {
+        "dag_id": [DAG],
+        "task_id": [TASK],
+        "interval_start": [INTERVAL],
+    }
+    page = server.call("viewer", "GET", url, 200).text
+    assert page.count("<section") == 1
+    assert f'data-namespace="{DAG} / {TASK} / {INTERVAL}"' in page
+    assert server.call("viewer", "GET", links["page"], 200).text.count("<section") == 1
+
+
+def test_page_shows_partition_progress_from_the_browser_cookie(server: Server) -> None:
+    # The browser sends Airflow's JWT cookie, not a bearer header.
+    with httpx.Client(base_url=server.base_url, cookies={"_token": server.tokens["viewer"]}) as c:
+        response = c.get(f"{URL_PREFIX}/", params={"dag_id": DAG, "task_id": TASK})
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/html")
+    page = response.text
+    assert "<script src" not in page and "<link" not in page  # self-contained
+    assert "Signed in as viewer" in page
+    assert "part 0" in page and "part 1" in page
+    assert "<td>3 / 3" in page  # partition 0: done / total
+    assert "<td>3 / 7" in page  # partition 1
+    assert "<td>6 / 10" in page  # namespace total
+    assert "epoch 2: 6 of 10 records committed, 2 in flight" in page
+    assert "2025-11-20T00:00:00.000+00:00" in page  # combined watermark
+    assert ">a1<" in page  # attempt
+    assert INTERVAL in page
+    # A viewer may not edit: the button is rendered disabled, without a target.
+    assert "data-discard=" not in page
+    assert "disabled" in page
+
+    admin = server.call("admin", "GET", f"{URL_PREFIX}/", 200, params={"dag_id": DAG}).text
+    assert f'data-discard="{_path(KEY, "/discard")}"' in admin
+
+
+# The page's inline script, run by node with just enough of a browser around it: the
+# click handler's fetch goes to the real server with the session cookie a browser sends.
+BROWSER_STUB = """
+const [base, cookie, target, label] = process.argv.slice(2);
+let onClick;
+const status = {textContent: "", className: "status muted"};
+const attributes = {"data-discard": target, "data-label": label};
+const button = {
+  disabled: false,
+  getAttribute: (name) => attributes[name],
+  parentElement: {querySelector: () => status},
+};
+const done = (code) => {
+  console.log(JSON.stringify({status: status.textContent}));
+  process.exit(code);
+};
+globalThis.document = {addEventListener: (type, handler) => { onClick = handler; }};
+globalThis.window = {location: {reload: () => done(0)}};
+globalThis.confirm = () => true;
+const browserFetch = fetch;
+globalThis.fetch = (url, init) =>
+  browserFetch(new URL(url, base), {...init, headers: {...init.headers, Cookie: cookie}});
+setTimeout(() => done(1), 15000);
+"""
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node to run the page's script")
+def test_discard_button_script_posts_with_the_session_cookie(
+    server: Server, tmp_path: Path
+) -> None:
+    cookie = f"_token={server.tokens['admin']}"
+    with httpx.Client(base_url=server.base_url, headers={"Cookie": cookie}) as client:
+        page = client.get(f"{URL_PREFIX}/", params={"task_id": BUTTON_KEY.task_id}).text
+    button = re.search(r'<button type="button" data-discard="([^"]+)" data-label="([^"]+)"', page)
+    script = re.search(r"<script>(.*)</script>", page, re.S)
+    assert button and script, page
+    target, label = (html.unescape(value) for value in button.groups())
+    assert target == _path(BUTTON_KEY, "/discard")
+    runner = tmp_path / "click.mjs"
+    runner.write_text(
+        BROWSER_STUB + script.group(1) + "\nonClick({target: {closest: () => button}});\n"
+    )
+    result = subprocess.run(
+        ["node", str(runner), server.base_url, cookie, target, label],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr + server.log_tail()
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == {"status": "discarded"}
+    server.call("admin", "GET", _path(BUTTON_KEY), 404)
+
+
+def test_viewer_may_not_discard(server: Server) -> None:
+    response = server.call("viewer", "POST", _path(VIEWER_DISCARD_KEY, "/discard"), 403)
+    assert "detail" in response.json()
+    detail = server.call("admin", "GET", _path(VIEWER_DISCARD_KEY), 200).json()
+    assert detail["totals"]["done_rows"] == 6  # untouched
+
+
+def test_admin_discards_and_the_namespace_is_gone(server: Server) -> None:
+    response = server.call("admin", "POST", _path(DISCARD_KEY, "/discard"), 200)
+    assert response.json() == {"discarded": True}
+    server.call("admin", "GET", _path(DISCARD_KEY), 404)
+    listed = server.call("admin", "GET", f"{URL_PREFIX}/api/namespaces", 200).json()
+    assert _as_tuple(DISCARD_KEY) not in _keys(listed)
+    assert _as_tuple(KEY) in _keys(listed)  # the other run of the same task is untouched
+    assert not SnapshotStore(str(server.snapshot_root)).partitions(DISCARD_KEY)
+    again = server.call("admin", "POST", _path(DISCARD_KEY, "/discard"), 200)
+    assert again.json() == {"discarded": False}
+    # Airflow's audit log names who discarded what.
+    logs = server.call(
+        "admin", "GET", "/api/v2/eventLogs", 200, params={"event": "enrichment_snapshots_discard"}
+    ).json()["event_logs"]
+    assert logs and all(e["owner"] == "admin" and e["dag_id"] == DAG for e in logs)
+    assert any(DISCARD_KEY.interval_start in (e["extra"] or "") for e in logs)
+
+
+def test_dag_of_another_team_is_403_and_hidden(server: Server) -> None:
+    # viewer is signed in but has no access to team_a's DAG.
+    server.call("viewer", "GET", _path(TEAM_KEY), 403)
+    server.call("viewer", "GET", f"{URL_PREFIX}/api/namespaces?dag_id={TEAM_DAG}", 403)
+    page = server.call("viewer", "GET", f"{URL_PREFIX}/?dag_id={TEAM_DAG}", 403)
+    assert page.headers["content-type"].startswith("text/html")
+    server.call("viewer", "POST", _path(TEAM_KEY, "/discard"), 403)
+    everything = server.call("viewer", "GET", f"{URL_PREFIX}/", 200).text
+    assert TEAM_DAG not in everything
+    # alice is a viewer in team_a: she reads it, and still may not discard.
+    assert server.call("alice", "GET", _path(TEAM_KEY), 200).json()["dag_id"] == TEAM_DAG
+    listed = server.call("alice", "GET", f"{URL_PREFIX}/api/namespaces", 200).json()
+    assert {_as_tuple(TEAM_KEY), _as_tuple(KEY)} <= _keys(listed)
+    server.call("alice", "POST", _path(TEAM_KEY, "/discard"), 403)
+    server.call("admin", "GET", _path(TEAM_KEY), 200)
+
+
+def test_unset_snapshot_root_is_503(server: Server) -> None:
+    server.call("admin", "DELETE", "/api/v2/variables/enrichment_snapshot_root", 204)
+    try:
+        for method, path in ENDPOINTS[2:]:
+            user = "admin" if method == "POST" else "viewer"
+            response = server.call(user, method, path, 503)
+            assert "enrichment_snapshot_root" in response.json()["detail"]
+        page = server.call("viewer", "GET", f"{URL_PREFIX}/", 503).text
+        assert "enrichment_snapshot_root" in page
+        server.call(None, "GET", f"{URL_PREFIX}/api/namespaces", 401)  # auth comes first
+    finally:
+        server.call(
+            "admin",
+            "POST",
+            "/api/v2/variables",
+            201,
+            json={"key": "enrichment_snapshot_root", "value": str(server.snapshot_root)},
+        )
+    server.call("viewer", "GET", f"{URL_PREFIX}/api/namespaces", 200)
