@@ -220,12 +220,12 @@ class _RunState:
                             self._cut(final=False)
             except ApiOutageError:
                 # Keep everything done so far; the retry resumes from this cut.
-                await self._final_cut(finished=False)
+                await self._final_cut(outage=True)
                 raise
             self._release_suspects()  # the input ended; no outage proven
             if self.pending_rows:
                 yield self._flush()
-            await self._final_cut(finished=True)
+            await self._final_cut(outage=False)
 
     def _take(self, output: Result | Failure) -> None:
         """Queue an outcome for output, holding transient failures back as outage suspects.
@@ -251,14 +251,15 @@ class _RunState:
         self.pending_rows.extend(self._output_row(s) for s in self.suspects)
         self.suspects = []
 
-    async def _final_cut(self, *, finished: bool) -> None:
+    async def _final_cut(self, *, outage: bool) -> None:
+        """The last snapshot of this attempt: the end of the partition, or an outage."""
         if self.pending_rows:
             self._flush()  # on an outage: the unsent tail goes to the snapshot only
         if self.commit is not None:
             await self.commit
             self.commit.result()
         self.commit = None
-        self._cut(final=finished)
+        self._cut(final=not outage, outage=outage)
         await self.commit
 
     def _skip(self, elements: Iterator[Any], restored: OperatorSnapshot) -> None:
@@ -308,15 +309,23 @@ class _RunState:
             elapsed >= self.spec.snapshot_interval or self.epoch.rows >= self.spec.snapshot_max_rows
         )
 
-    def _cut(self, *, final: bool) -> None:
-        """Take the consistent cut now; write it in a thread while calls continue."""
+    def _cut(self, *, final: bool, outage: bool = False) -> None:
+        """Take the consistent cut now; write it in a thread while calls continue.
+
+        Held-back suspects were emitted before everything still queued, so they come
+        first, as records to call again. After an outage, so does every transient
+        failure still queued: the API was down, the records are not bad.
+        """
         if self.commit is not None:
             self.commit.result()  # a failed write fails the task rather than losing data
         assert self.operator is not None
         snapshot = self.operator.snapshot()
-        if self.suspects:  # emitted before everything still queued: they come first
-            retry_again = [{"record": s.record, "attempts": 0} for s in self.suspects]
-            snapshot = OperatorSnapshot([*retry_again, *snapshot.entries], snapshot.consumed)
+        entries = [*({"record": s.record, "attempts": 0} for s in self.suspects), *snapshot.entries]
+        if outage:
+            entries = [
+                {"record": e["record"], "attempts": 0} if e.get("transient") else e for e in entries
+            ]
+        snapshot = OperatorSnapshot(entries, snapshot.consumed)
         epoch, self.epoch = self.epoch, _Epoch()
         self.last_cut = time.monotonic()
         rss_mb = _rss_mb()
@@ -414,8 +423,10 @@ def _with_watermarks(rows: Iterator[tuple[int, dict[str, Any]]], spec: JobSpec) 
         int(spec.max_out_of_orderness * 1000), every=spec.watermark_every
     )
     for element in rows:
-        yield element
+        # Read before yielding: once emitted, the row dict becomes the output row and
+        # loses its helper columns, which would make the sequence depend on timing.
         event_ms = element[1].get(EVENT_MS)
+        yield element
         if event_ms is not None:
             watermark = generator.on_event(event_ms)
             if watermark is not None:

@@ -27,8 +27,22 @@ from .templates import BodyTemplate, TemplateError, UrlTemplate
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 NOT_FOUND_POLICIES = ("null", "fail")
 
-# Fields naming where the secret comes from; not part of what the enrichment computes.
-_SECRET_SOURCES = ("token_env", "token_file")
+# Fields that do not change what the enrichment computes: where the secret comes from,
+# and tuning (how fast, how many at once, how long to wait). A resumed run may change them.
+_NOT_IDENTITY = (
+    "token_env",
+    "token_file",
+    "requests_per_second",
+    "partitions",
+    "capacity",
+    "concurrency_recovery_successes",
+    "cache_size",
+    "coalesce",
+    "batch_max_wait_s",
+    "connect_timeout",
+    "read_timeout",
+    "total_timeout",
+)
 
 
 @dataclass(frozen=True)
@@ -253,12 +267,13 @@ class HttpEnricherConfig:
         return data
 
     def fingerprint(self) -> str:
-        """sha256 of the canonical config without the secret source (stable across runs).
+        """sha256 of what the enrichment computes (stable across runs).
 
-        Moving the token to another variable or file is not a change of enrichment.
+        Moving the token to another variable or file, or tuning speed and timeouts, is
+        not a change of enrichment: a run resumed with more capacity still resumes.
         """
         data = self.to_dict()
-        for name in _SECRET_SOURCES:
+        for name in _NOT_IDENTITY:
             del data[name]
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
         return hashlib.sha256(canonical.encode()).hexdigest()

@@ -139,6 +139,9 @@ def test_fingerprint_is_stable_and_sensitive_to_what_is_enriched():
     # Where the token comes from does not change the enrichment.
     assert config(token_env="OTHER").fingerprint() == base.fingerprint()
     assert config(token_file="/run/secret").fingerprint() == base.fingerprint()
+    # Neither does tuning: a retry with more capacity or another budget still resumes.
+    assert config(capacity=500, requests_per_second=50.0).fingerprint() == base.fingerprint()
+    assert config(total_timeout=5.0, cache_size=0).fingerprint() == base.fingerprint()
     changed = [
         config(url_template="https://api.example.com/v2/customers/{customer_id}"),
         config(response_fields={"city": ["$.address.city", "json"]}),

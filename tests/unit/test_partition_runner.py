@@ -3,16 +3,20 @@ emitted exactly once, with calls only for what was not committed."""
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 from collections import Counter
 
 import pyarrow as pa
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spark_jobs.enrichers import ResponseField
+from spark_jobs.enrichers.errors import ServerError
 from spark_jobs.job_spec import JobSpec
-from spark_jobs.partition_runner import PartitionRunner, PartitionTask
+from spark_jobs.partition_runner import ApiOutageError, PartitionRunner, PartitionTask
+from spark_jobs.row_enrichment import EVENT_MS
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 
 CALLS: Counter = Counter()
@@ -35,29 +39,32 @@ async def scored(record: dict) -> dict:
     return {"score": record["amount"] / 10}
 
 
-def make_spec(snapshot_dir: str, mode: str, max_rows: int) -> JobSpec:
+def make_spec(
+    snapshot_dir: str, mode: str, max_rows: int, watermark_every: int = 10, **kw
+) -> JobSpec:
     return JobSpec(
         input="unused",
         output="unused",
         key_column="id",
+        event_time_column="event_time",
+        watermark_every=watermark_every,
         snapshot_dir=snapshot_dir,
-        enricher="tests.unit.test_partition_runner:scored",
+        enricher=kw.pop("enricher", "tests.unit.test_partition_runner:scored"),
         response_fields={"score": ResponseField("$.score", "float")},
         mode=mode,
         capacity=8,
         snapshot_interval=3600,
         snapshot_max_rows=max_rows,
+        **kw,
     )
 
 
+INPUT = pa.schema([("id", pa.string()), ("amount", pa.int64()), (EVENT_MS, pa.int64())])
+
+
 def batches(n: int, size: int = 25) -> list[pa.RecordBatch]:
-    rows = [{"id": f"k{i:04d}", "amount": i} for i in range(n)]
-    return [
-        pa.RecordBatch.from_pylist(
-            rows[i : i + size], schema=pa.schema([("id", pa.string()), ("amount", pa.int64())])
-        )
-        for i in range(0, n, size)
-    ]
+    rows = [{"id": f"k{i:04d}", "amount": i, EVENT_MS: i * 1000} for i in range(n)]
+    return [pa.RecordBatch.from_pylist(rows[i : i + size], schema=INPUT) for i in range(0, n, size)]
 
 
 def run_partition(spec: JobSpec, n: int, stop_after: int | None, attempt: str) -> list[dict]:
@@ -79,10 +86,13 @@ def run_partition(spec: JobSpec, n: int, stop_after: int | None, attempt: str) -
     stop_after=st.integers(1, 30),
     mode=st.sampled_from(["ordered", "unordered"]),
     max_rows=st.integers(1, 60),
+    watermark_every=st.integers(1, 20),
 )
-def test_crash_anywhere_then_resume_emits_every_record_once(n, stop_after, mode, max_rows):
+def test_crash_anywhere_then_resume_emits_every_record_once(
+    n, stop_after, mode, max_rows, watermark_every
+):
     with tempfile.TemporaryDirectory() as snapshot_dir:
-        spec = make_spec(snapshot_dir, mode, max_rows)
+        spec = make_spec(snapshot_dir, mode, max_rows, watermark_every)
         CALLS.clear()
         run_partition(spec, n, stop_after, "a0")
         store = SnapshotStore(snapshot_dir).partition(NamespaceKey("d", "t", "i"), 0)
@@ -102,3 +112,36 @@ def test_crash_anywhere_then_resume_emits_every_record_once(n, stop_after, mode,
             for failed in (False, True):
                 kind = [r["id"] for r in rows if (r["_error"] is not None) == failed]
                 assert kind == sorted(kind)
+
+
+API_DOWN = {"from": "k0120"}
+
+
+async def outage_from(record: dict) -> dict:
+    """Answers 503 for every id from API_DOWN["from"] on (an outage that started mid-run)."""
+    CALLS[record["id"]] += 1
+    await asyncio.sleep(0.001)
+    if API_DOWN["from"] and record["id"] >= API_DOWN["from"]:
+        raise ServerError("HTTP 503 from the API", status=503)
+    return {"score": record["amount"] / 10}
+
+
+def test_an_outage_stops_the_partition_without_dead_letters_and_resume_completes(tmp_path):
+    spec = make_spec(
+        str(tmp_path),
+        "unordered",
+        40,
+        watermark_every=7,
+        max_attempts=2,
+        outage_threshold=5,
+        enricher="tests.unit.test_partition_runner:outage_from",
+    )
+    API_DOWN["from"] = "k0120"
+    with pytest.raises(ApiOutageError, match="5 records in a row failed"):
+        run_partition(spec, 300, None, "a0")
+    committed = SnapshotStore(str(tmp_path)).partition(NamespaceKey("d", "t", "i"), 0).latest()
+    assert committed.dead_letter_rows == 0, "the outage's failures are retried, not dead letters"
+    API_DOWN["from"] = None
+    rows = run_partition(spec, 300, None, "a1")
+    assert Counter(r["id"] for r in rows) == Counter(f"k{i:04d}" for i in range(300))
+    assert [r["_error"] for r in rows if r["_error"]] == []
