@@ -5,92 +5,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
-from collections import Counter
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class DemoApi:
-    """The demo API as its own process, with /stats and /faults helpers."""
-
-    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "demo.api", "--port", str(self.port), *args],
-            cwd=ROOT,
-            env={**os.environ, **(env or {})},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                self.get("/health")
-                return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError("demo API did not start")
-
-    def get(self, path: str) -> Any:
-        with urllib.request.urlopen(self.url + path, timeout=5) as response:
-            return json.loads(response.read())
-
-    def post(self, path: str, body: dict | None = None, method: str = "POST") -> Any:
-        request = urllib.request.Request(
-            self.url + path,
-            data=json.dumps(body or {}).encode(),
-            headers={"Content-Type": "application/json"},
-            method=method,
-        )
-        with urllib.request.urlopen(request, timeout=5) as response:
-            return json.loads(response.read() or b"{}")
-
-    def heal(self) -> None:
-        """Back to the knobs the server started with (ends an injected outage)."""
-        self.post("/faults", method="DELETE")
-
-    def calls_per_key(self) -> Counter:
-        return Counter(self.get("/stats")["per_key"])
-
-    def settled_calls(self) -> int:
-        """Total calls once requests of a killed client still in the server are counted."""
-        last = -1
-        while True:
-            total = sum(self.calls_per_key().values())
-            if total == last:
-                return total
-            last = total
-            time.sleep(0.3)
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(10)
-
-
-@contextmanager
-def demo_api(*args: str, env: dict[str, str] | None = None):
-    api = DemoApi(*args, env=env)
-    try:
-        yield api
-    finally:
-        api.stop()
 
 
 def write_input(path: Path, ids: list[str], *, extra_lines: list[str] = ()) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pyspark
 
-from .job_support import free_port
+from demo.stack import free_port
 
 SPARK_HOME = Path(pyspark.__file__).parent
 

@@ -10,8 +10,9 @@ import sys
 
 import pytest
 
-from .airflow_support import ROOT, airflow, airflow_env, init_airflow
-from .job_support import demo_api, read_output, write_input
+from demo.stack import ROOT, airflow, airflow_env, demo_api, init_airflow
+
+from .job_support import read_output, write_input
 
 pytestmark = pytest.mark.airflow
 

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from demo.stack import airflow, airflow_env, airflow_services, demo_api, init_airflow
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 
-from .airflow_services import airflow_services
-from .airflow_support import airflow, airflow_env, init_airflow
-from .job_support import demo_api, write_input
+from .job_support import write_input
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow]
 DAG = "enrich_customers"
@@ -138,7 +137,7 @@ def test_clearing_a_failed_task_through_the_rest_api_resumes(stack):
 
 
 def test_backfill_over_three_dates_uses_three_namespaces(stack):
-    api, services, tmp = stack
+    _, services, tmp = stack
     days = ["2024-02-01", "2024-02-02", "2024-02-03"]
     for day in days:
         write_input(tmp / "data" / "input" / day / "part.jsonl", [f"{day}-{i}" for i in range(300)])

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from demo.stack import demo_api
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 
 from .job_support import (
-    demo_api,
     job_args,
     kill_group,
     read_output,
