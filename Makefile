@@ -5,8 +5,11 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
+# spark-submit and airflow come from the virtualenv.
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+COMPOSE ?= docker compose
 
-.PHONY: install test test-unit lint bench bench-operator bench-http constraints clean
+.PHONY: install test test-unit lint demo bench bench-operator bench-http constraints up down clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +28,10 @@ test: $(STAMP)
 test-unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit
 
+# The daily DAG end to end on embedded defaults: a crash mid-run and a resume.
+demo: $(STAMP)
+	$(PY) -m demo.run
+
 lint: $(STAMP)
 	$(PY) -m ruff check .
 
@@ -40,6 +47,13 @@ bench-http: $(STAMP)
 constraints: $(PY)
 	$(PY) -m pip install --quiet -r requirements.txt
 	$(PY) -m pip freeze --exclude-editable | grep -v '^resumable-enrichment' > constraints.txt
+
+# The multi-service deployment (needs a Docker engine): returns once every service is healthy.
+up:
+	$(COMPOSE) up --build --detach --wait --wait-timeout 900
+
+down:
+	$(COMPOSE) down --remove-orphans
 
 clean:
 	rm -rf $(VENV) .pytest_cache
