@@ -165,8 +165,7 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         if self.resume == "never":
             self.log.info("resume=never: starting fresh; any snapshot in %s is discarded", where)
         elif progress.partitions:
-            totals = [p.records_total for p in progress.partitions]
-            total = sum(totals) if None not in totals else None
+            total = (store.read_job_record(key) or {}).get("records_in")
             self.log.info("resuming %s (%s)", progress.describe(total), where)
         else:
             self.log.info("starting fresh: no snapshot for this run yet (%s)", where)

@@ -9,6 +9,7 @@ and dead letters with Spark's commit protocol, then ``_SUMMARY.json``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -67,12 +68,8 @@ def run(spark: Any, spec: JobSpec) -> dict[str, Any]:
     partitioned = partition_deterministically(frame, spec)
     sizes = partition_sizes(partitioned)
     records_in = sum(sizes.values())
-    job_record = {
-        "fingerprint": "",
-        "inputs": input_fingerprint(frame),
-        "enrichment": spec.enrichment_identity(),
-    }
-    job_record["fingerprint"] = _digest(job_record)
+    identity = {"inputs": input_fingerprint(frame), "enrichment": spec.enrichment_identity()}
+    job_record = {**identity, "fingerprint": _digest(identity), "records_in": records_in}
     decision = decide(store, key, job_record, spec.resume, records_in)
     logger.info("%s (%s)", decision.message, store.namespace_path(key))
     if not decision.resume:
@@ -128,11 +125,8 @@ def _spark_output_schema(input_schema, spec):
     return from_arrow_schema(output_arrow_schema(input_schema, spec))
 
 
-def _digest(record: dict[str, Any]) -> str:
-    import hashlib
-
-    body = {k: v for k, v in record.items() if k != "fingerprint"}
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+def _digest(identity: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
 
 
 def _check_java() -> None:

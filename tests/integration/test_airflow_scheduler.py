@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -102,7 +103,12 @@ def test_automatic_retry_after_an_outage_resumes(stack):
     )
     assert services.dag_run(DAG, run_id)["state"] == "success", services.logs()
     assert services.task_instance(DAG, run_id, "enrich")["try_number"] == 2
-    assert_resumed_within_bound(api, summary_of(services, run_id), ok_calls, done)
+    summary = summary_of(services, run_id)
+    assert_resumed_within_bound(api, summary, ok_calls, done)
+    events = services.request("GET", f"/api/v2/assets/events?source_run_id={quote(run_id)}")
+    [event] = events["asset_events"]
+    assert event["extra"]["records_in"] == ROWS and event["extra"]["resumed"] is True
+    assert event["extra"]["watermark"] == summary["watermark"] is not None
 
 
 def test_clearing_a_failed_task_through_the_rest_api_resumes(stack):

@@ -4,6 +4,7 @@ runner at every snapshot and reported in the manifests)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -39,6 +40,8 @@ def test_a_million_row_partition_keeps_worker_memory_flat(tmp_path):
     args[args.index("name=$.name")] = "name=$.tier"
     code, log = run_job(args, timeout=600)
     assert code == 0, log[-3000:]
+    progress = re.findall(r"partition 0: (\d+)/1000000 \(\d+%\), (\d+) rec/s, (\d+) in flight", log)
+    assert len(progress) >= 3, "per-partition progress lines in the driver log"
     summary = json.loads((tmp_path / "out" / "_SUMMARY.json").read_text())
     assert summary["records_in"] == ROWS == summary["enriched"]
     manifests = sorted((tmp_path / "snapshots").rglob("part-00000/manifests/*.json"))

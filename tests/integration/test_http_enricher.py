@@ -11,16 +11,12 @@ import asyncio
 import json
 import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 from typing import Any
 
-import aiohttp
 import pytest
 from aiohttp import web
 
-from demo.api import customer_record, run_demo_api
-from demo.faults import DemoConfig
+from demo.api import customer_record
 from spark_jobs.asyncwait import AsyncWaitOperator, Failure, Result
 from spark_jobs.enrichers import (
     ClientStatusError,
@@ -36,7 +32,8 @@ from spark_jobs.enrichers import (
     is_retryable,
 )
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+from .http_support import demo, serve, server_stats
+
 FIELDS = {
     "name": "$.name",
     "score": ["$.score", "float"],
@@ -44,33 +41,6 @@ FIELDS = {
     "address": ["$.address", "json"],
     "absent": "$.no.such[0].field",
 }
-
-
-@asynccontextmanager
-async def serve(handler: Handler) -> AsyncIterator[str]:
-    """``handler`` answers every path on a free loopback port; yields the base URL."""
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handler)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        await runner.cleanup()
-
-
-@asynccontextmanager
-async def demo(**knobs: Any) -> AsyncIterator[tuple[str, aiohttp.ClientSession]]:
-    """The demo API and a session for its control endpoints (/stats, /faults)."""
-    async with run_demo_api(DemoConfig(**knobs)) as base_url:
-        async with aiohttp.ClientSession(base_url) as control:
-            yield base_url, control
-
-
-async def server_stats(control: aiohttp.ClientSession) -> dict[str, Any]:
-    async with control.get("/stats") as response:
-        return await response.json()
 
 
 def customers(base_url: str, **overrides: Any) -> HttpEnricherConfig:

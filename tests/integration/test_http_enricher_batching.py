@@ -4,31 +4,17 @@ record still gets exactly its own answer or failure."""
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
-import aiohttp
 from aiohttp import web
 
-from demo.api import customer_record, run_demo_api
-from demo.faults import DemoConfig
+from demo.api import customer_record
 from spark_jobs.asyncwait import AsyncWaitOperator, Failure, Result
 from spark_jobs.enrichers import HttpEnricher, HttpEnricherConfig, default_retry_strategy
 
+from .http_support import demo, server_stats
+
 FIELDS = {"name": "$.name", "city": "$.address.city", "score": ["$.score", "float"]}
-
-
-@asynccontextmanager
-async def demo(**knobs: Any) -> AsyncIterator[tuple[str, aiohttp.ClientSession]]:
-    async with run_demo_api(DemoConfig(**knobs)) as base_url:
-        async with aiohttp.ClientSession(base_url) as control:
-            yield base_url, control
-
-
-async def server_stats(control: aiohttp.ClientSession) -> dict[str, Any]:
-    async with control.get("/stats") as response:
-        return await response.json()
 
 
 def batch_config(base_url: str, **overrides: Any) -> HttpEnricherConfig:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 
 import pytest
 from aiohttp import web
@@ -13,20 +11,7 @@ from aiohttp import web
 from spark_jobs.asyncwait import AsyncWaitOperator, Result
 from spark_jobs.enrichers import HttpEnricher, HttpEnricherConfig, default_retry_strategy
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-@asynccontextmanager
-async def serve(handler: Handler) -> AsyncIterator[str]:
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handler)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        await runner.cleanup()
+from .http_support import serve
 
 
 def config(base_url: str, **overrides) -> HttpEnricherConfig:
