@@ -1,5 +1,6 @@
 """Shared test configuration: the project's interpreter runs Spark's Python workers."""
 
+import logging
 import os
 import sys
 
@@ -25,3 +26,6 @@ def spark():
     )
     yield session
     session.stop()
+    # py4j logs "Closing down clientserver connection" from __del__ at interpreter exit,
+    # after pytest closed the stream: keep its info lines out of the way.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
