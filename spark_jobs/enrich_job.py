@@ -16,6 +16,7 @@ import os
 import shutil
 import sys
 import time
+from datetime import timedelta
 from typing import Any
 
 import fsspec
@@ -91,7 +92,11 @@ def run(spark: Any, spec: JobSpec) -> dict[str, Any]:
     )
     with fsspec.open(f"{spec.output.rstrip('/')}/_SUMMARY.json", "w") as file:
         json.dump(summary, file, indent=2, sort_keys=True)
-    if not spec.keep_snapshots:
+    if spec.keep_snapshots:
+        # Every writer is done: delete what no valid manifest references (files of
+        # attempts that died before committing, corrupt ones), keeping the history.
+        store.clean_unreferenced(key, keep_manifests=sys.maxsize, grace=timedelta(0))
+    else:
         store.discard(key)
     logger.info("summary: %s", json.dumps(summary, sort_keys=True))
     return summary

@@ -100,6 +100,10 @@ def test_sigkill_at_random_moments_then_resume_is_exact_and_cheap(tmp_path):
     assert dead == []
     assert Counter(r["id"] for r in data) == Counter(ids)
     repeated = sum(calls.values()) - len(ids)
+    print(
+        f"\n2 SIGKILLs, {len(ids)} records: {summary['replayed_from_snapshot']} replayed, "
+        f"{repeated} calls repeated (bound {uncommitted_calls})"
+    )
     assert repeated <= uncommitted_calls, (repeated, uncommitted_calls)
     assert summary["resumed"] is True and summary["replayed_from_snapshot"] > 0
     assert "resuming epoch" in log
