@@ -16,10 +16,12 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
 import fsspec
+import pyarrow as pa
 
 from spark_jobs.job_spec import JobSpec, SpecError, parse_args
 from spark_jobs.progress import ProgressReporter
@@ -77,8 +79,11 @@ def run(spark: Any, spec: JobSpec) -> dict[str, Any]:
         store.discard(key)
     store.write_job_record(key, job_record)
 
-    enrich = _partition_function(spec, key, job_record["fingerprint"], sizes, frame.schema)
-    enriched = partitioned.mapInArrow(enrich, _spark_output_schema(frame.schema, spec))
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    schema = output_arrow_schema(frame.schema, spec)
+    enrich = _partition_function(spec, key, job_record["fingerprint"], sizes, schema)
+    enriched = partitioned.mapInArrow(enrich, from_arrow_schema(schema))
     with ProgressReporter(store, key, sizes, spec.progress_interval):
         counts = write_outputs(enriched, spec)
     summary = build_summary(
@@ -102,10 +107,11 @@ def run(spark: Any, spec: JobSpec) -> dict[str, Any]:
     return summary
 
 
-def _partition_function(spec, key, fingerprint, sizes, input_schema):
+def _partition_function(
+    spec: JobSpec, key: NamespaceKey, fingerprint: str, sizes: dict[int, int], schema: pa.Schema
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function Spark ships to executors: one PartitionRunner per task."""
     spec_json = spec.to_json()
-    arrow_schema = output_arrow_schema(input_schema, spec)
 
     def enrich_partition(batches):
         from pyspark import TaskContext
@@ -117,17 +123,11 @@ def _partition_function(spec, key, fingerprint, sizes, input_schema):
         attempt = f"s{context.stageId()}-t{context.taskAttemptId()}-a{context.attemptNumber()}"
         task_spec = JobSpec.from_json(spec_json)
         snapshots = SnapshotStore(task_spec.snapshot_dir).partition(key, partition)
-        runner = PartitionRunner(task_spec, snapshots, arrow_schema)
+        runner = PartitionRunner(task_spec, snapshots, schema)
         task = PartitionTask(partition, attempt, sizes.get(partition, 0), fingerprint)
         yield from runner.run(batches, task)
 
     return enrich_partition
-
-
-def _spark_output_schema(input_schema, spec):
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    return from_arrow_schema(output_arrow_schema(input_schema, spec))
 
 
 def _digest(identity: dict[str, Any]) -> str:

@@ -256,8 +256,7 @@ class _RunState:
         if self.pending_rows:
             self._flush()  # on an outage: the unsent tail goes to the snapshot only
         if self.commit is not None:
-            await self.commit
-            self.commit.result()
+            await self.commit  # raises if that write failed
         self.commit = None
         self._cut(final=not outage, outage=outage)
         await self.commit
@@ -340,7 +339,9 @@ class _RunState:
             "finished": final,
             "in_flight": len(snapshot.entries),
         }
-        self.commit = asyncio.ensure_future(asyncio.to_thread(self._write, snapshot, epoch, stats))
+        self.commit = asyncio.ensure_future(
+            asyncio.to_thread(self._write, snapshot, epoch, stats, self.watermark)
+        )
 
     def _base_stat(self, name: str) -> int:
         """Counters of earlier attempts, carried in the manifest this attempt resumed from."""
@@ -348,7 +349,14 @@ class _RunState:
             return 0
         return int(self.manifest.stats.get(name, 0))
 
-    def _write(self, snapshot: OperatorSnapshot, epoch: _Epoch, stats: dict[str, Any]) -> Manifest:
+    def _write(
+        self,
+        snapshot: OperatorSnapshot,
+        epoch: _Epoch,
+        stats: dict[str, Any],
+        watermark: int | None,
+    ) -> Manifest:
+        """Segments first, then the manifest (in a worker thread: blocking storage I/O)."""
         store, task = self.runner.snapshots, self.task
         refs = [
             store.write_segment(
@@ -367,7 +375,7 @@ class _RunState:
                 attempt=task.attempt,
                 pending=snapshot.entries,
                 segments=tuple(refs),
-                watermark=self.watermark,
+                watermark=watermark,
                 records_total=task.records_total,
                 stats=stats,
             )
@@ -377,7 +385,7 @@ class _RunState:
                 input_offset=snapshot.consumed,
                 pending=snapshot.entries,
                 new_segments=refs,
-                watermark=self.watermark,
+                watermark=watermark,
                 records_total=task.records_total,
                 stats=stats,
             )
