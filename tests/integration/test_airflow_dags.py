@@ -74,3 +74,18 @@ def test_dags_test_enriches_the_day_end_to_end(tmp_path):
     assert "starting fresh: no snapshot for this run yet" in log
     assert token not in log, "the API token leaked into the task log"
     assert "Failed to import plugin" not in log
+
+
+def test_the_plugin_registers_its_app_view_and_link_by_entry_point():
+    from importlib.metadata import entry_points
+    from types import SimpleNamespace
+
+    [entry] = [e for e in entry_points(group="airflow.plugins") if e.name == "resumable_enrichment"]
+    plugin = entry.load()
+    assert plugin.fastapi_apps[0]["url_prefix"] == "/enrichment"
+    assert plugin.external_views[0]["href"] == "/enrichment/"
+    [link] = plugin.operator_extra_links
+    ti_key = SimpleNamespace(dag_id="enrich_customers", task_id="enrich")
+    assert (
+        link.get_link(None, ti_key=ti_key) == "/enrichment/?dag_id=enrich_customers&task_id=enrich"
+    )
