@@ -82,6 +82,22 @@ def summary_of(services, run_id: str) -> dict:
     return json.loads(value) if isinstance(value, str) else value
 
 
+def start_day_and_break_the_api(stack, day: str) -> tuple[str, int, int]:
+    """A day's input, a triggered run, and an outage that fails its first try."""
+    api, services, tmp = stack
+    write_input(tmp / "data" / "input" / day / "part.jsonl", [f"{day}-{i}" for i in range(ROWS)])
+    api.post("/stats/reset")
+    run_id = trigger(services, day)
+    return (run_id, *fail_first_try_by_outage(api, services, tmp, day, run_id))
+
+
+def assert_run_succeeds(services, run_id: str) -> None:
+    services.wait_for(
+        lambda: services.dag_run(DAG, run_id)["state"] in ("success", "failed"), 600, "the run"
+    )
+    assert services.dag_run(DAG, run_id)["state"] == "success", services.logs()
+
+
 def assert_resumed_within_bound(api, summary, ok_calls_at_failure, committed_at_failure):
     assert summary["resumed"] is True and summary["replayed_from_snapshot"] > 0
     assert summary["records_in"] == ROWS == summary["enriched"] + summary["dead_letters"]
@@ -91,17 +107,10 @@ def assert_resumed_within_bound(api, summary, ok_calls_at_failure, committed_at_
 
 
 def test_automatic_retry_after_an_outage_resumes(stack):
-    api, services, tmp = stack
-    day = "2024-01-02"
-    write_input(tmp / "data" / "input" / day / "part.jsonl", [f"c{i:05d}" for i in range(ROWS)])
-    api.post("/stats/reset")
-    run_id = trigger(services, day)
-    ok_calls, done = fail_first_try_by_outage(api, services, tmp, day, run_id)
+    api, services, _ = stack
+    run_id, ok_calls, done = start_day_and_break_the_api(stack, "2024-01-02")
     api.heal()
-    services.wait_for(
-        lambda: services.dag_run(DAG, run_id)["state"] in ("success", "failed"), 600, "the run"
-    )
-    assert services.dag_run(DAG, run_id)["state"] == "success", services.logs()
+    assert_run_succeeds(services, run_id)
     assert services.task_instance(DAG, run_id, "enrich")["try_number"] == 2
     summary = summary_of(services, run_id)
     assert_resumed_within_bound(api, summary, ok_calls, done)
@@ -112,12 +121,8 @@ def test_automatic_retry_after_an_outage_resumes(stack):
 
 
 def test_clearing_a_failed_task_through_the_rest_api_resumes(stack):
-    api, services, tmp = stack
-    day = "2024-01-03"
-    write_input(tmp / "data" / "input" / day / "part.jsonl", [f"d{i:05d}" for i in range(ROWS)])
-    api.post("/stats/reset")
-    run_id = trigger(services, day)
-    ok_calls, done = fail_first_try_by_outage(api, services, tmp, day, run_id)
+    api, services, _ = stack
+    run_id, ok_calls, done = start_day_and_break_the_api(stack, "2024-01-03")
     services.request(  # an operator gives up on it, as "Mark failed" does
         "PATCH",
         f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances/enrich",
@@ -135,10 +140,7 @@ def test_clearing_a_failed_task_through_the_rest_api_resumes(stack):
             "include_downstream": True,
         },
     )
-    services.wait_for(
-        lambda: services.dag_run(DAG, run_id)["state"] in ("success", "failed"), 600, "the run"
-    )
-    assert services.dag_run(DAG, run_id)["state"] == "success", services.logs()
+    assert_run_succeeds(services, run_id)
     assert_resumed_within_bound(api, summary_of(services, run_id), ok_calls, done)
 
 
