@@ -19,7 +19,8 @@ metadata-database calls never stall the API server's event loop.
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -83,12 +84,17 @@ def open_store() -> SnapshotStore:
         ) from None
 
 
-def _storage_unavailable(exc: OSError) -> HTTPException:
-    logger.exception("snapshot store unavailable")
-    return HTTPException(
-        status.HTTP_503_SERVICE_UNAVAILABLE,
-        f"The snapshot store could not be read ({type(exc).__name__}); see the API server log.",
-    )
+@contextmanager
+def _storage_errors_as_503() -> Iterator[None]:
+    """A storage failure is the API server's problem, not the caller's: 503, details logged."""
+    try:
+        yield
+    except OSError as exc:
+        logger.exception("snapshot store unavailable")
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            f"The snapshot store could not be read ({type(exc).__name__}); see the API server log.",
+        ) from None
 
 
 def namespace_key(dag_id: str, task_id: str, interval_start: str) -> NamespaceKey:
@@ -241,7 +247,7 @@ def _readable_namespaces(
     interval_start: str | None,
 ) -> list[dict[str, Any]]:
     """JSON of the namespaces matching the filters, on DAGs ``user`` may read."""
-    try:
+    with _storage_errors_as_503():
         infos = [
             info
             for info in store.list_namespaces()
@@ -253,8 +259,6 @@ def _readable_namespaces(
             for info in infos
             if info.key.dag_id in readable
         ]
-    except OSError as exc:
-        raise _storage_unavailable(exc) from None
 
 
 # --- routes ---------------------------------------------------------------------------
@@ -279,13 +283,11 @@ def get_namespace(
     """One namespace's progress; 404 when nothing is stored under it."""
     store = open_store()
     key = namespace_key(dag_id, task_id, interval_start)
-    try:
+    with _storage_errors_as_503():
         exists = bool(store.partitions(key)) or store.read_job_record(key) is not None
         if exists:
             parts = tuple(store.namespace_progress(key))
             return namespace_json(store, NamespaceInfo(key, parts), _base(request))
-    except OSError as exc:
-        raise _storage_unavailable(exc) from None
     raise HTTPException(status.HTTP_404_NOT_FOUND, "No snapshots stored for this namespace")
 
 
@@ -299,10 +301,8 @@ def discard_namespace(
     """Delete every snapshot of the namespace: the task's next run starts from scratch."""
     store = open_store()
     key = namespace_key(dag_id, task_id, interval_start)
-    try:
+    with _storage_errors_as_503():
         discarded = store.discard(key)
-    except OSError as exc:
-        raise _storage_unavailable(exc) from None
     logger.info(
         "user %s discarded snapshots of %s/%s/%s (existed: %s)",
         user.get_name(),
