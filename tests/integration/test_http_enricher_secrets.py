@@ -25,6 +25,8 @@ from spark_jobs.enrichers import (
     default_retry_strategy,
 )
 
+from .http_support import serve
+
 TOKEN = "tok-Zq81-do-not-leak"
 SERVER_TOKEN = "tok-server-side-only"
 FIELDS = {"name": "$.name"}
@@ -118,22 +120,13 @@ async def test_a_server_echoing_the_header_is_redacted(monkeypatch, debug_logs):
         return web.Response(status=500, text=f"bad request, you sent {request.headers}")
 
     monkeypatch.setenv("CLIENT_TOKEN", TOKEN)
-    app = web.Application()
-    app.router.add_get("/{id}", echo)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
+    async with serve(echo) as base_url:
         config = HttpEnricherConfig(
-            url_template=f"http://127.0.0.1:{runner.addresses[0][1]}/{{id}}",
-            response_fields=FIELDS,
-            token_env="CLIENT_TOKEN",
+            url_template=base_url + "/{id}", response_fields=FIELDS, token_env="CLIENT_TOKEN"
         )
         async with HttpEnricher(config) as enrich:
             with pytest.raises(ServerError) as caught:
                 await enrich({"id": "c1"})
-    finally:
-        await runner.cleanup()
     assert "Bearer ***" in str(caught.value)
     assert_no_token(exception_texts(caught.value), debug_logs.text)
 
