@@ -40,6 +40,7 @@ from typing import Any
 from aiohttp import web
 
 from demo.faults import LATENCY_DISTRIBUTIONS, DemoConfig, FaultInjector, Outcome, stable_seed
+from demo.wire_faults import WIRE_FAULTS as _WIRE_FAULTS
 
 logger = logging.getLogger("demo.api")
 
@@ -90,7 +91,8 @@ class Stats:
     counts ids, so a batch adds one for each id it names - that is what tells a test
     whether the pipeline asked for a key again. Requests rejected by auth count in
     ``total``/``by_status`` but not ``per_key`` (their body is never read). Connections
-    closed by the drop fault are counted under the status ``"dropped"``.
+    broken at the wire level are counted under the fault's name instead of a status:
+    ``"dropped"``, ``"stall"``, ``"bad_chunk"``, ``"truncated"`` or ``"reset"``.
     """
 
     def __init__(self) -> None:
@@ -199,11 +201,9 @@ def _customer_endpoint(answer: AnswerFn) -> Callable[[web.Request], Awaitable[we
         fate = state.faults.decide(" ".join([request.method, request.path, *ids]))
         if fate.latency_s:
             await asyncio.sleep(fate.latency_s)
-        if fate.outcome is Outcome.DROP:
-            state.stats.record("dropped", ids)
-            if request.transport is not None:
-                request.transport.close()
-            return response  # aiohttp finds the transport closed and sends nothing
+        if fate.outcome in _WIRE_FAULTS:
+            state.stats.record(fate.outcome.value, ids)
+            return await _WIRE_FAULTS[fate.outcome](request, response)
         if fate.outcome is Outcome.OUTAGE:
             response = web.json_response({"error": "service unavailable"}, status=503)
         elif fate.outcome is Outcome.THROTTLE:
@@ -214,6 +214,12 @@ def _customer_endpoint(answer: AnswerFn) -> Callable[[web.Request], Awaitable[we
             )
         elif fate.outcome is Outcome.ERROR:
             response = web.json_response({"error": "internal server error"}, status=500)
+        elif fate.outcome is Outcome.BAD_REQUEST:
+            response = web.json_response({"error": "bad request"}, status=400)
+        elif fate.outcome is Outcome.CUT_JSON:
+            body = response.body
+            assert isinstance(body, bytes)
+            response = web.Response(body=body[: len(body) // 2], content_type="application/json")
         state.stats.record(response.status, ids)
         if fate.outcome is Outcome.SLOW_BODY:
             return await _trickle(request, response, config.slow_body_s)
@@ -377,6 +383,23 @@ def _parser() -> argparse.ArgumentParser:
         "--slow-body-rate", type=float, help="fraction whose body is sent slowly", **knob
     )
     knobs.add_argument("--slow-body-s", type=float, help="seconds to send a slow body", **knob)
+    for name, help_text in (
+        ("stall-rate", "fraction answered with headers, then silence (connection left open)"),
+        ("bad-chunk-rate", "fraction answered with a malformed chunked body (left open)"),
+        ("truncated-rate", "fraction whose body stops short of its Content-Length"),
+        ("reset-rate", "fraction whose connection is reset (TCP RST)"),
+        ("bad-request-rate", "fraction of records answered 400 on every call"),
+        ("cut-json-rate", "fraction of records answered 200 with cut-off JSON on every call"),
+    ):
+        knobs.add_argument(f"--{name}", type=float, help=help_text, **knob)
+    knobs.add_argument(
+        "--fault-attempts",
+        type=int,
+        metavar="N",
+        help="0 (default): faults drawn per call; N: drawn per record, hitting its first N "
+        "calls, then it succeeds",
+        **knob,
+    )
     knobs.add_argument("--seed", type=int, help="seed for the random faults (0)", **knob)
     knobs.add_argument(
         "--token-env",

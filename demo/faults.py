@@ -44,14 +44,33 @@ RUNTIME_KNOBS = frozenset(
         "drop_rate",
         "slow_body_rate",
         "slow_body_s",
+        "stall_rate",
+        "bad_chunk_rate",
+        "truncated_rate",
+        "reset_rate",
+        "bad_request_rate",
+        "cut_json_rate",
+        "fault_attempts",
         "seed",
     }
 )
 
 # The random outcomes share one uniform draw, each taking its own slice of [0, 1), so
 # "error_rate=0.1" means exactly 10% of requests are answered 500 whatever the other
-# rates are. Their sum therefore has to stay within 1.
-_RANDOM_OUTCOME_RATES = ("drop_rate", "rate_429", "error_rate", "slow_body_rate")
+# rates are. Their sum therefore has to stay within 1. Permanent faults come first: a
+# record drawn into one of them meets it on every call, whatever ``fault_attempts`` says.
+_PERMANENT_OUTCOMES = (("bad_request_rate", "BAD_REQUEST"), ("cut_json_rate", "CUT_JSON"))
+_TRANSIENT_OUTCOMES = (
+    ("drop_rate", "DROP"),
+    ("rate_429", "THROTTLE"),
+    ("error_rate", "ERROR"),
+    ("slow_body_rate", "SLOW_BODY"),
+    ("stall_rate", "STALL"),
+    ("bad_chunk_rate", "BAD_CHUNK"),
+    ("truncated_rate", "TRUNCATED"),
+    ("reset_rate", "RESET"),
+)
+_RANDOM_OUTCOME_RATES = tuple(name for name, _ in (*_PERMANENT_OUTCOMES, *_TRANSIENT_OUTCOMES))
 
 # sigma of the lognormal latency; with 1.0 the p99 is about 10x the median.
 _LOGNORMAL_SIGMA = 1.0
@@ -93,6 +112,21 @@ class DemoConfig:
     slow_body_rate: float = 0.0
     slow_body_s: float = 0.0
     """How long a slow response spends trickling its body after sending the headers."""
+    stall_rate: float = 0.0
+    """Fraction answered with headers, then silence on an open connection."""
+    bad_chunk_rate: float = 0.0
+    """Fraction answered with chunked headers, then bytes that are no chunk; left open."""
+    truncated_rate: float = 0.0
+    """Fraction whose body stops half-way short of its Content-Length; then closed."""
+    reset_rate: float = 0.0
+    """Fraction whose connection is reset (TCP RST) before any byte is sent."""
+    bad_request_rate: float = 0.0
+    """Fraction of records answered 400 on every call (can never succeed)."""
+    cut_json_rate: float = 0.0
+    """Fraction of records answered 200 with cut-off JSON on every call (never succeeds)."""
+    fault_attempts: int = 0
+    """0: transient faults are drawn afresh for every call. N > 0: they are drawn once per
+    record and hit its first N calls only, then it succeeds (a realistic flaky API)."""
     seed: int = 0
     token_env: str | None = None
     """Name of the environment variable holding the expected bearer token, if any."""
@@ -101,6 +135,7 @@ class DemoConfig:
         _check_number(self, "latency_ms", float)
         _check_number(self, "retry_after_s", int)
         _check_number(self, "outage_requests", int)
+        _check_number(self, "fault_attempts", int)
         _check_number(self, "outage_duration_s", float)
         _check_number(self, "slow_body_s", float)
         _check_number(self, "outage_after_requests", int, optional=True)
@@ -152,11 +187,22 @@ class Outcome(Enum):
     """What the server does with a request, in the order the checks are applied."""
 
     OUTAGE = "outage"  # 503
-    DROP = "drop"  # close the connection, send nothing
+    BAD_REQUEST = "bad_request"  # 400, on every call of the record
+    CUT_JSON = "cut_json"  # 200 with a complete body of cut-off JSON, on every call
+    DROP = "dropped"  # close the connection, send nothing (an empty reply)
     THROTTLE = "throttle"  # 429 + Retry-After
     ERROR = "error"  # 500
     SLOW_BODY = "slow_body"  # normal answer, body trickled out
+    STALL = "stall"  # headers, then silence; the connection stays open
+    BAD_CHUNK = "bad_chunk"  # chunked headers, then garbage; the connection stays open
+    TRUNCATED = "truncated"  # half the body of the Content-Length, then closed
+    RESET = "reset"  # TCP reset, nothing sent
     OK = "ok"
+
+    @property
+    def permanent(self) -> bool:
+        """Whether every call of the record meets this fault."""
+        return self in (Outcome.BAD_REQUEST, Outcome.CUT_JSON)
 
 
 @dataclass(frozen=True)
@@ -194,17 +240,7 @@ class FaultInjector:
         latency_s = self._latency_s(rng)
         if self._in_outage(index):
             return Fate(Outcome.OUTAGE, latency_s)
-        threshold = 0.0
-        for name, outcome in (
-            ("drop_rate", Outcome.DROP),
-            ("rate_429", Outcome.THROTTLE),
-            ("error_rate", Outcome.ERROR),
-            ("slow_body_rate", Outcome.SLOW_BODY),
-        ):
-            threshold += getattr(config, name)
-            if draw < threshold:
-                return Fate(outcome, latency_s)
-        return Fate(Outcome.OK, latency_s)
+        return Fate(planned_outcome(config, key, attempt, draw), latency_s)
 
     def _latency_s(self, rng: random.Random) -> float:
         base_s = self.config.latency_ms / 1000
@@ -228,3 +264,33 @@ class FaultInjector:
             elapsed = time.monotonic() - self._started - config.outage_start_s
             return 0 <= elapsed < config.outage_duration_s
         return False
+
+
+def planned_outcome(
+    config: DemoConfig, key: str, attempt: int, draw: float | None = None
+) -> Outcome:
+    """The fault (or OK) the ``attempt``-th call (0-based) for ``key`` meets, outages aside.
+
+    Tests use it to know in advance which records fail and how. ``draw`` is the call's
+    own draw (``decide`` passes it); by default it is derived as ``decide`` derives it.
+    """
+    key_draw = random.Random(stable_seed(str(config.seed), key, "record")).random()
+    if config.fault_attempts:
+        if attempt >= config.fault_attempts:
+            draw = None  # past its faulty calls only a permanent fault remains
+        else:
+            draw = key_draw
+    elif draw is None:
+        draw = random.Random(stable_seed(str(config.seed), key, str(attempt))).random()
+    threshold = 0.0
+    for name, outcome_name in _PERMANENT_OUTCOMES:
+        threshold += getattr(config, name)
+        if key_draw < threshold:
+            return Outcome[outcome_name]
+    if draw is None:
+        return Outcome.OK
+    for name, outcome_name in _TRANSIENT_OUTCOMES:
+        threshold += getattr(config, name)
+        if threshold > draw >= threshold - getattr(config, name):
+            return Outcome[outcome_name]
+    return Outcome.OK

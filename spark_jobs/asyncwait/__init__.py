@@ -6,6 +6,7 @@ Pure standard library: nothing here knows Spark, Airflow or HTTP.
 from .elements import MAX_WATERMARK, Failure, Result, StreamStatus, Watermark
 from .metrics import OperatorMetrics
 from .operator import AsyncWaitOperator, Output
+from .record_timer import untimed
 from .retry import RetryStrategy
 from .snapshot import OperatorSnapshot
 from .watermark_generator import BoundedOutOfOrdernessGenerator
@@ -25,4 +26,5 @@ __all__ = [
     "StreamStatus",
     "Watermark",
     "WatermarkValve",
+    "untimed",
 ]

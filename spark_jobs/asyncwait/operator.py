@@ -25,6 +25,7 @@ from .elements import MAX_WATERMARK, Failure, Result, Watermark, describe_error
 from .metrics import OperatorMetrics
 from .ordered_queue import OrderedQueue
 from .queue_entry import QueueEntry, RecordEntry, WatermarkEntry
+from .record_timer import set_record_timer
 from .retry import RetryStrategy
 from .snapshot import OperatorSnapshot, decode_entry, encode_entry
 from .source import NOTHING, Source
@@ -38,7 +39,8 @@ TimeoutHandler = Callable[[Any], Any]
 class AsyncWaitOperator:
     """Keeps many calls of ``fn`` in flight with Flink's ordering, capacity and timeout rules.
 
-    ``timeout`` bounds one record's whole processing, retries included. On expiry
+    ``timeout`` bounds one record's whole processing, retries included, except where ``fn``
+    waits inside :func:`untimed` for capacity other records hold. On expiry
     ``on_timeout(record)`` (sync or async) may supply a fallback value; otherwise the record
     becomes a :class:`Failure`. A result arriving after its timeout is dropped.
     A :class:`Failure` is ``transient`` when its last error was one the retry strategy
@@ -221,6 +223,7 @@ class AsyncWaitOperator:
         deadline = asyncio.timeout(self.timeout)
         try:
             async with deadline:
+                set_record_timer(deadline)  # lets fn pause it while queueing (untimed)
                 outcome = await self._call_with_retries(entry)
         except TimeoutError:
             if not deadline.expired():

@@ -16,6 +16,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -35,14 +36,21 @@ _NOT_IDENTITY = (
     "requests_per_second",
     "partitions",
     "capacity",
-    "concurrency_recovery_successes",
+    "throttle_window",
+    "throttle_share",
     "cache_size",
     "coalesce",
     "batch_max_wait_s",
     "connect_timeout",
+    "first_byte_timeout",
     "read_timeout",
     "total_timeout",
+    "max_response_bytes",
+    "hedge_after",
 )
+IDEMPOTENT_METHODS = ("GET", "PUT", "DELETE")
+DEFAULT_MAX_RESPONSE_BYTES = 10 * 2**20
+_PERCENTILE = re.compile(r"^p(?P<value>\d{1,2}(?:\.\d+)?)$")
 
 
 @dataclass(frozen=True)
@@ -103,8 +111,11 @@ class HttpEnricherConfig:
     """How many partitions share ``requests_per_second`` (each gets an equal slice)."""
     capacity: int = 100
     """Most requests in flight per partition; also the connection pool's per-host limit."""
-    concurrency_recovery_successes: int = 10
-    """After a 429 halves the concurrency, one slot comes back per this many successes."""
+    throttle_window: int = 50
+    """How many recent answers decide whether throttling is sustained."""
+    throttle_share: float = 0.1
+    """Share of 429s in the window that halves the concurrency; isolated 429s only delay
+    their own record (``Retry-After``). Successes win the slots back."""
     cache_size: int = 10_000
     """Final answers kept per partition, by request; 0 disables the cache."""
     coalesce: bool = True
@@ -124,12 +135,22 @@ class HttpEnricherConfig:
     batch_error_field: str | None = "error"
     """A result item with this field means "not found" for its record (``not_found``)."""
     connect_timeout: float | None = 5.0
-    read_timeout: float | None = None
-    """Longest pause between two reads of a response. Off by default: ``total_timeout``
-    already bounds a trickling body, and aiohttp re-arms this timer on every received
-    chunk, which costs about 8% of the client's CPU per request."""
-    total_timeout: float | None = 60.0
-    """Longest time for one request, connection to last body byte."""
+    """Per attempt: longest wait for the TCP (and TLS) connection."""
+    first_byte_timeout: float | None = 10.0
+    """Per attempt: longest wait from sending the request to the response headers."""
+    read_timeout: float | None = 5.0
+    """Per attempt: longest silence while the body arrives. A stalled body is cut off
+    and the attempt retried, long before the record's own timeout."""
+    total_timeout: float | None = 15.0
+    """Per attempt: longest time from connecting to the last body byte. The record's
+    timeout (the operator's) spans all attempts, so keep this well below it."""
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    """Largest response body accepted, counted after decompression; a larger one makes
+    the record a dead letter naming the limit, and reading stops there."""
+    hedge_after: float | str | None = None
+    """Send a second, hedged request when the first has taken this many seconds, or
+    ``"p95"`` (any percentile) of recent latencies; the first answer wins and the other is
+    cancelled. Idempotent methods only. Off by default: both requests are paid for."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalise once so equal configs compare equal
@@ -145,10 +166,48 @@ class HttpEnricherConfig:
             _check_str(self.key_field, "key_field")
         self._check_limits()
         self._check_requests()
-        for name in ("connect_timeout", "read_timeout", "total_timeout"):
+        for name in ("connect_timeout", "first_byte_timeout", "read_timeout", "total_timeout"):
             value = getattr(self, name)
             if value is not None:
                 set_(self, name, _positive_float(value, name))
+        _check_int(self.max_response_bytes, "max_response_bytes", minimum=1)
+        self._check_hedging()
+
+    def _check_hedging(self) -> None:
+        if self.hedge_after is None:
+            return
+        if isinstance(self.hedge_after, str) and not self.hedge_after.startswith("p"):
+            try:  # "0.5" from a command line means seconds
+                object.__setattr__(self, "hedge_after", float(self.hedge_after))
+            except ValueError:
+                pass  # hedge_percentile names the problem
+        if self.batch_size is not None or self.method not in IDEMPOTENT_METHODS:
+            method = "POST (batching)" if self.batch_size is not None else self.method
+            raise ValueError(
+                f"hedge_after: only idempotent methods ({', '.join(IDEMPOTENT_METHODS)}) may "
+                f"be hedged, a second {method} could act twice"
+            )
+        self.hedge_delay_s, self.hedge_percentile  # noqa: B018 - parsing is the check
+
+    @property
+    def hedge_delay_s(self) -> float | None:
+        """A fixed hedging delay (``hedge_after`` in seconds), else None."""
+        if self.hedge_after is None or isinstance(self.hedge_after, str):
+            return None
+        return _positive_float(self.hedge_after, "hedge_after")
+
+    @property
+    def hedge_percentile(self) -> float | None:
+        """The latency percentile to hedge after (``hedge_after="p95"`` gives 95.0)."""
+        if not isinstance(self.hedge_after, str):
+            return None
+        match = _PERCENTILE.match(self.hedge_after)
+        if match is None or not 0 < float(match["value"]) < 100:
+            raise ValueError(
+                f"hedge_after must be seconds or a percentile such as 'p95', "
+                f"got {self.hedge_after!r}"
+            )
+        return float(match["value"])
 
     def _check_source(self) -> None:
         if self.token_env is not None and self.token_file is not None:
@@ -164,7 +223,10 @@ class HttpEnricherConfig:
             object.__setattr__(self, "requests_per_second", rate)
         _check_int(self.partitions, "partitions", minimum=1)
         _check_int(self.capacity, "capacity", minimum=1)
-        _check_int(self.concurrency_recovery_successes, "concurrency_recovery_successes", 1)
+        _check_int(self.throttle_window, "throttle_window", minimum=1)
+        share = _positive_float(self.throttle_share, "throttle_share")
+        if share > 1:
+            raise ValueError(f"throttle_share must be a fraction in (0, 1], got {share!r}")
         _check_int(self.cache_size, "cache_size", minimum=0)
         if not isinstance(self.coalesce, bool):
             raise ValueError(f"coalesce must be true or false, got {self.coalesce!r}")

@@ -20,6 +20,8 @@ from spark_jobs.asyncwait import RetryStrategy
 
 #: Longest piece of a response body quoted in an error message.
 SNIPPET_CHARS = 200
+#: Client-error statuses that still invite another try: 408 Request Timeout, 425 Too Early.
+RETRYABLE_4XX = frozenset({408, 425})
 
 
 class EnrichmentError(Exception):
@@ -45,11 +47,12 @@ class ThrottledError(RetryableError):
 
 
 class ServerError(RetryableError):
-    """Any other HTTP 5xx."""
+    """Any other HTTP 5xx, or 408/425: the server could not answer this time."""
 
 
 class TransportError(RetryableError):
-    """No complete HTTP response: connection refused, reset, dropped, or a timeout."""
+    """No usable HTTP answer: refused, reset, empty reply, broken status line or chunk,
+    truncated or corrupt body, or an attempt deadline passed."""
 
 
 class PermanentError(EnrichmentError):
@@ -57,7 +60,7 @@ class PermanentError(EnrichmentError):
 
 
 class ClientStatusError(PermanentError):
-    """HTTP 4xx other than 404 (per ``not_found``) and 429: e.g. 400, 401, 403, 422."""
+    """HTTP 4xx other than 404 (per ``not_found``), 408, 425 and 429: e.g. 400, 403, 422."""
 
     def __init__(self, message: str, *, status: int):
         super().__init__(message)
@@ -70,6 +73,10 @@ class NotFoundError(PermanentError):
 
 class InvalidResponseError(PermanentError):
     """The body is not JSON, or a response field cannot be converted to its type."""
+
+
+class ResponseTooLargeError(PermanentError):
+    """The response body passed ``max_response_bytes`` (after decompression)."""
 
 
 class MissingFieldError(PermanentError):

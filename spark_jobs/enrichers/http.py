@@ -6,7 +6,9 @@ enrich(record)`` is the async function the operator calls. Per call, in order:
 
 1. fill the URL (and body) template; a missing field is a permanent failure;
 2. answer from the LRU cache, or join an identical request already in flight;
-3. otherwise, or once per batch, take a concurrency slot and a rate token, send;
+3. otherwise, or once per batch, take a concurrency slot and a rate token (untimed:
+   see ``asyncwait.untimed``), send under the attempt's own deadlines (``attempt.py``),
+   hedged when configured (``hedging.py``);
 4. map the status to a value or an error the retry predicate understands.
 
 Retries are the operator's job (``default_retry_strategy``), so every attempt comes
@@ -15,24 +17,40 @@ back through here and pays its token and slot like a first call.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import time
+import zlib
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from types import TracebackType
 from typing import Any
 
 import aiohttp
 
+from spark_jobs.asyncwait import untimed
+
+from .attempt import (
+    ACCEPT_ENCODING,
+    AttemptLimits,
+    AttemptTimeout,
+    BodyTooLarge,
+    Reply,
+    UnsupportedEncoding,
+    send,
+)
 from .batching import Batcher
 from .config import HttpEnricherConfig
 from .dedup import Coalescer, LruCache
 from .errors import (
+    RETRYABLE_4XX,
     ClientStatusError,
     EnrichmentError,
     InvalidResponseError,
     NotFoundError,
     PermanentError,
+    ResponseTooLargeError,
     RetryableError,
     ServerError,
     ThrottledError,
@@ -41,6 +59,7 @@ from .errors import (
     parse_retry_after,
     snippet,
 )
+from .hedging import HedgeDelay, race
 from .json_paths import CONVERTERS, ConversionError, compile_path, extract
 from .rate_limit import AdaptiveConcurrency, TokenBucket
 from .secrets import Secret, read_token
@@ -80,7 +99,21 @@ class HttpEnricher:
         self._coalescer: Coalescer[Output] | None = Coalescer() if config.coalesce else None
         rate = config.rate_per_partition
         self._bucket = TokenBucket(rate) if rate is not None else None
-        self._limiter = AdaptiveConcurrency(config.capacity, config.concurrency_recovery_successes)
+        self._limiter = AdaptiveConcurrency(
+            config.capacity, config.throttle_window, config.throttle_share
+        )
+        self._limits = AttemptLimits(
+            first_byte=config.first_byte_timeout,
+            stall=config.read_timeout,
+            total=config.total_timeout,
+            max_bytes=config.max_response_bytes,
+        )
+        hedging = config.hedge_after is not None
+        self._hedge = (
+            HedgeDelay(fixed_s=config.hedge_delay_s, percentile=config.hedge_percentile)
+            if hedging
+            else None
+        )
         self._batcher: Batcher[Any, Output] | None = None
         self._results_path = compile_path(config.batch_results_path)
         self._key_source = FieldSource("key_field", None)
@@ -93,6 +126,7 @@ class HttpEnricher:
         self.throttled = 0
         self.cache_hits = 0
         self.batches_sent = 0
+        self.hedges_sent = 0
 
     def __repr__(self) -> str:
         state = "open" if self._session is not None else "closed"
@@ -111,18 +145,18 @@ class HttpEnricher:
             headers["Authorization"] = f"Bearer {self._token.reveal()}"
         if self._body is not None or self._batching:
             headers.setdefault("Content-Type", "application/json")
+        headers["Accept-Encoding"] = ACCEPT_ENCODING  # what attempt.py can decode
         connector = aiohttp.TCPConnector(
             limit=config.capacity,
             limit_per_host=config.capacity,
             ttl_dns_cache=_DNS_CACHE_S,
             keepalive_timeout=_KEEPALIVE_S,
         )
-        timeout = aiohttp.ClientTimeout(
-            total=config.total_timeout,
-            sock_connect=config.connect_timeout,
-            sock_read=config.read_timeout,
+        # Only the connect deadline is aiohttp's; the others are per phase (attempt.py).
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=config.connect_timeout)
+        session = aiohttp.ClientSession(
+            connector=connector, timeout=timeout, headers=headers, auto_decompress=False
         )
-        session = aiohttp.ClientSession(connector=connector, timeout=timeout, headers=headers)
         # aiohttp silently resends an idempotent request once when a kept-alive
         # connection turns out dead. That call would bypass the rate limit and the
         # counters, so it is switched off (as aiohttp's own test client does); the
@@ -227,6 +261,10 @@ class HttpEnricher:
             raise InvalidResponseError(
                 self._redact(f"invalid JSON from {self._method} {url}: {snippet(payload)!r}")
             ) from None
+        except RecursionError:
+            raise InvalidResponseError(
+                self._redact(f"JSON from {self._method} {url} is nested too deeply to parse")
+            ) from None
 
     # -- batching -----------------------------------------------------------------------
 
@@ -280,52 +318,95 @@ class HttpEnricher:
     async def _request(
         self, method: str, url: str, body: str | None, *, allow_404: bool
     ) -> tuple[int, bytes]:
-        """Send once, within the concurrency and rate limits; (status, body) or an error."""
+        """One call's answer as (status, body), hedged when configured; or an error."""
+        hedge = self._hedge
+        delay = hedge.current() if hedge is not None else None
+        if delay is None:
+            return await self._send(method, url, body, allow_404=allow_404)
+        return await race(
+            lambda: self._send(method, url, body, allow_404=allow_404),
+            lambda: self._send_hedge(method, url, body, allow_404=allow_404),
+            delay,
+        )
+
+    def _send_hedge(
+        self, method: str, url: str, body: str | None, *, allow_404: bool
+    ) -> Awaitable[tuple[int, bytes]] | None:
+        """The hedged request, if a concurrency slot is free right now (never waits)."""
+        ticket = self._limiter.try_acquire()
+        if ticket is None:
+            return None
+        self.hedges_sent += 1
+        return self._send(method, url, body, allow_404=allow_404, ticket=ticket)
+
+    async def _send(
+        self,
+        method: str,
+        url: str,
+        body: str | None,
+        *,
+        allow_404: bool,
+        ticket: int | None = None,
+    ) -> tuple[int, bytes]:
+        """Send once, within the concurrency and rate limits; (status, body) or an error.
+
+        Waiting for a slot or a rate token is ``untimed``: other records' stalled or
+        throttled requests hold those, so the wait must not eat this record's timeout.
+        """
         session = self._session
         if session is None:
             raise RuntimeError("use the enricher inside 'async with HttpEnricher(...)'")
         limiter = self._limiter
-        ticket = limiter.try_acquire()
         if ticket is None:
-            ticket = await limiter.acquire()
+            ticket = limiter.try_acquire()
+            if ticket is None:
+                async with untimed():
+                    ticket = await limiter.acquire()
         success = throttled = False
-        retry_after = None
         try:
             if self._bucket is not None:
-                await self._bucket.acquire()
+                wait = self._bucket.reserve()
+                if wait:
+                    async with untimed():
+                        await asyncio.sleep(wait)
             self.requests_made += 1
-            try:
-                async with session.request(method, url, data=body) as response:
-                    payload = await response.read()
-                    status = response.status
-                    if status == 429 or status == 503:
-                        retry_after = parse_retry_after(response.headers.get("Retry-After"))
-            except aiohttp.ClientError as exc:
-                raise self._transport_error(method, url, exc) from None
-            except TimeoutError:
-                raise self._retryable(
-                    TransportError(f"{method} {url}: no complete response within total_timeout")
-                ) from None
+            started = time.monotonic()
+            reply = await self._attempt(session, method, url, body)
+            status = reply.status
             self.responses_by_status[status] += 1
             if 200 <= status < 300 or (status == 404 and allow_404):
                 success = True
-                return status, payload
-            raise self._status_error(method, url, status, payload, retry_after)
+                if self._hedge is not None:
+                    self._hedge.observe(time.monotonic() - started)
+                return status, reply.payload
+            raise self._status_error(method, url, status, reply)
         except ThrottledError as error:
             throttled = error.status == 429
             raise
         finally:
             limiter.release(ticket, success=success, throttled=throttled)
 
-    def _status_error(
-        self, method: str, url: str, status: int, payload: bytes, retry_after: float | None
-    ) -> EnrichmentError:
-        message = self._redact(f"HTTP {status} from {method} {url}: {snippet(payload)!r}")
+    async def _attempt(
+        self, session: aiohttp.ClientSession, method: str, url: str, body: str | None
+    ) -> Reply:
+        """One attempt; every way it can fail below HTTP becomes an EnrichmentError."""
+        try:
+            return await send(session, method, url, body, self._limits)
+        except BodyTooLarge as exc:
+            raise ResponseTooLargeError(self._redact(f"{method} {url}: body {exc}")) from None
+        except UnsupportedEncoding as exc:
+            raise InvalidResponseError(self._redact(f"{method} {url}: {exc}")) from None
+        except (aiohttp.ClientError, AttemptTimeout, zlib.error) as exc:
+            raise self._transport_error(method, url, exc) from None
+
+    def _status_error(self, method: str, url: str, status: int, reply: Reply) -> EnrichmentError:
+        message = self._redact(f"HTTP {status} from {method} {url}: {snippet(reply.payload)!r}")
         if status == 429 or status == 503:
             if status == 429:
                 self.throttled += 1
+            retry_after = parse_retry_after(reply.retry_after)
             return self._retryable(ThrottledError(message, status=status, retry_after=retry_after))
-        if status >= 500:
+        if status >= 500 or status in RETRYABLE_4XX:
             return self._retryable(ServerError(message, status=status))
         if status in (401, 403) and not self._auth_warned:
             self._auth_warned = True  # once: every record would repeat it
@@ -333,17 +414,24 @@ class HttpEnricher:
             logger.warning("%s; check the bearer token source (%s)", message, source)
         return ClientStatusError(message, status=status)
 
-    def _transport_error(self, method: str, url: str, exc: aiohttp.ClientError) -> EnrichmentError:
-        if isinstance(exc, aiohttp.ConnectionTimeoutError):
+    def _transport_error(self, method: str, url: str, exc: Exception) -> EnrichmentError:
+        """No usable HTTP answer. All of it is transient but a URL aiohttp cannot send:
+        resets, refusals, empty replies, broken status lines or chunks, truncated or
+        corrupt bodies and passed deadlines all have the next attempt as their cure."""
+        if isinstance(exc, AttemptTimeout):
+            reason = str(exc)
+        elif isinstance(exc, aiohttp.ConnectionTimeoutError):
             reason = "connect timeout"
-        elif isinstance(exc, aiohttp.ServerTimeoutError):
-            reason = "read timeout (no data within read_timeout)"
+        elif isinstance(exc, aiohttp.ClientResponseError):  # from the parser, not a status
+            reason = f"invalid HTTP response: {exc.message}"
+        elif isinstance(exc, zlib.error):
+            reason = f"corrupt compressed body: {exc}"
         else:
             reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         message = self._redact(f"{method} {url}: {reason}")
-        if isinstance(exc, aiohttp.ClientConnectionError | aiohttp.ClientPayloadError):
-            return self._retryable(TransportError(message))
-        return PermanentError(message)
+        if isinstance(exc, aiohttp.InvalidURL):
+            return PermanentError(message)
+        return self._retryable(TransportError(message))
 
     def _retryable(self, error: RetryableError) -> RetryableError:
         self.retryable_errors += 1
@@ -372,4 +460,5 @@ class HttpEnricher:
             "in_flight": self._limiter.in_flight,
             "concurrency_decreases": self._limiter.decreases,
             "batches_sent": self.batches_sent,
+            "hedges_sent": self.hedges_sent,
         }

@@ -5,10 +5,9 @@ Two different limits, because upstreams complain about two different things:
 * :class:`TokenBucket` caps requests per second. The job's budget is split evenly across
   partitions, so the whole job stays within what the API owner granted, and every HTTP
   request takes a token (retries too: the server counts them).
-* :class:`AdaptiveConcurrency` caps requests in flight, AIMD-style like TCP congestion
-  control: a 429 halves the limit (at most once per round of requests in flight, so a
-  burst of 429s from one round does not collapse it to 1), and successes add one slot
-  back at a time.
+* :class:`AdaptiveConcurrency` caps requests in flight like TCP congestion control: a
+  sustained share of 429s among recent answers halves the limit, and successes win it
+  back quickly once the throttling stops.
 
 Both take the fast path (no await, no allocation) while under their limit, because
 they sit on the hot path of every request.
@@ -59,27 +58,38 @@ class TokenBucket:
 
 
 class AdaptiveConcurrency:
-    """A semaphore whose size halves on throttling and grows back with successes.
+    """A semaphore whose size halves under sustained throttling and grows back fast.
 
     Usage: ``ticket = await limiter.acquire()``, then exactly one of ``release(ticket)``
-    (any outcome but throttling), ``release(ticket, success=True)`` or
-    ``release(ticket, throttled=True)``. The ticket is the decrease epoch the request
-    started in: a 429 for a request sent before the latest decrease is old news about a
-    load that has already been cut, so it does not cut again.
+    (no answer: a transport error or a cancellation), ``release(ticket, success=True)``
+    or ``release(ticket, throttled=True)``.
+
+    Only a *share* of recent answers decides: the limit halves when at least
+    ``throttle_share`` of the last ``window`` answers were 429s. An isolated 429 (the
+    upstream's noise, or one hot key) then costs nothing, where halving on each one
+    would collapse a busy partition to a trickle. After a cut the window starts empty,
+    so the next cut needs fresh evidence; and the ticket (the decrease epoch the request
+    started in) keeps a 429 sent before the cut from counting as news about the new
+    limit. While the share stays low, every success adds one slot back: the limit
+    doubles per round of requests, like TCP slow start, so it recovers within seconds.
     """
 
-    def __init__(self, maximum: int, recovery_successes: int = 10) -> None:
+    def __init__(self, maximum: int, window: int = 50, throttle_share: float = 0.1) -> None:
         if maximum < 1:
             raise ValueError(f"maximum must be >= 1, got {maximum!r}")
-        if recovery_successes < 1:
-            raise ValueError(f"recovery_successes must be >= 1, got {recovery_successes!r}")
+        if window < 1:
+            raise ValueError(f"window must be >= 1, got {window!r}")
+        if not 0 < throttle_share <= 1:
+            raise ValueError(f"throttle_share must be in (0, 1], got {throttle_share!r}")
         self.maximum = maximum
         self.limit = maximum
         self.in_flight = 0
-        self.recovery_successes = recovery_successes
+        self.window = window
+        self.throttle_share = throttle_share
         self.decreases = 0
         self._epoch = 0
-        self._successes = 0
+        self._recent: deque[bool] = deque()  # True: throttled
+        self._recent_throttled = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
 
     def try_acquire(self) -> int | None:
@@ -106,19 +116,36 @@ class AdaptiveConcurrency:
         return self._epoch
 
     def release(self, ticket: int, *, success: bool = False, throttled: bool = False) -> None:
-        if throttled:
-            if ticket == self._epoch:
-                self._epoch += 1
-                self._successes = 0
-                if self.limit > 1:
-                    self.limit //= 2
-                    self.decreases += 1
-        elif success and self.limit < self.maximum:
-            self._successes += 1
-            if self._successes >= self.recovery_successes:
-                self._successes = 0
+        if throttled or success:
+            self._observe(throttled)
+            if throttled:
+                if ticket == self._epoch and self._sustained():
+                    self._decrease()
+            elif self.limit < self.maximum and not self._sustained():
                 self.limit += 1
         self._release_slot()
+
+    def _observe(self, throttled: bool) -> None:
+        recent = self._recent
+        recent.append(throttled)
+        self._recent_throttled += throttled
+        if len(recent) > self.window:
+            self._recent_throttled -= recent.popleft()
+
+    def _sustained(self) -> bool:
+        """Whether a full window of answers holds at least the throttled share."""
+        return (
+            len(self._recent) >= self.window
+            and self._recent_throttled >= self.throttle_share * self.window
+        )
+
+    def _decrease(self) -> None:
+        self._epoch += 1
+        self._recent.clear()
+        self._recent_throttled = 0
+        if self.limit > 1:
+            self.limit //= 2
+            self.decreases += 1
 
     def _release_slot(self) -> None:
         self.in_flight -= 1

@@ -45,28 +45,39 @@ async def test_bucket_acquire_sleeps_for_its_slot():
     assert loop.time() - started == pytest.approx(0.2, abs=0.05)
 
 
-def test_throttling_halves_once_per_round_and_successes_recover():
-    limiter = AdaptiveConcurrency(maximum=16, recovery_successes=2)
+def test_isolated_429s_never_cut_the_limit():
+    limiter = AdaptiveConcurrency(maximum=16, window=20, throttle_share=0.1)
+    for answer in range(200):  # one 429 in 25 answers: 4%, below the 10% share
+        ticket = limiter.try_acquire()
+        limiter.release(ticket, throttled=answer % 25 == 0, success=answer % 25 != 0)
+    assert limiter.limit == 16 and limiter.decreases == 0
+
+
+def test_sustained_throttling_halves_once_per_window_and_successes_recover():
+    limiter = AdaptiveConcurrency(maximum=16, window=4, throttle_share=0.5)
     tickets = [limiter.try_acquire() for _ in range(16)]
     assert limiter.try_acquire() is None  # full
-    # A whole round of requests throttled: only the first 429 of that round cuts.
-    for ticket in tickets[:8]:
+    for ticket in tickets[:3]:
+        limiter.release(ticket, throttled=True)
+    assert limiter.limit == 16  # three answers: not yet a full window
+    limiter.release(tickets[3], throttled=True)
+    assert limiter.limit == 8 and limiter.decreases == 1
+    # Answers to requests sent before the cut are no news about the new limit.
+    for ticket in tickets[4:8]:
         limiter.release(ticket, throttled=True)
     assert limiter.limit == 8 and limiter.decreases == 1
-    # A request started after the cut and throttled again cuts again.
-    ticket = limiter.try_acquire()
-    assert ticket is None  # 8 still in flight, limit 8
-    for ticket in tickets[8:]:
+    # The window is full of 429s: successes do not grow the limit until they dominate.
+    limiter.release(tickets[8], success=True)
+    limiter.release(tickets[9], success=True)
+    assert limiter.limit == 8
+    for ticket in tickets[10:]:
         limiter.release(ticket, success=True)
-    assert limiter.limit == 12  # 8 successes, +1 per 2
-    newer = limiter.try_acquire()
-    limiter.release(newer, throttled=True)
-    assert limiter.limit == 6 and limiter.decreases == 2
+    assert limiter.limit == 14  # one slot per success once the share is low
     assert limiter.in_flight == 0
 
 
 def test_limit_never_drops_below_one_nor_grows_above_maximum():
-    limiter = AdaptiveConcurrency(maximum=4, recovery_successes=1)
+    limiter = AdaptiveConcurrency(maximum=4, window=1, throttle_share=1.0)
     for _ in range(5):
         limiter.release(limiter.try_acquire(), throttled=True)
     assert limiter.limit == 1
