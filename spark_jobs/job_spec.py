@@ -22,6 +22,25 @@ from spark_jobs.enrichers import HttpEnricherConfig, ResponseField
 INPUT_FORMATS = ("jsonl", "parquet", "csv")
 RESUME_MODES = ("auto", "never", "require")
 
+# Per-attempt deadlines as shares of the record's --timeout, unless set: a record whose
+# first attempt stalls is cut off after a tenth of its budget and keeps most of it for
+# retries (in ordered mode the stall also holds back its partition's output only that
+# long). With the default 30 s: connect 5, first byte 10, stall 3, attempt 15.
+ATTEMPT_DEADLINE_SHARES = {
+    "connect_timeout": 1 / 6,
+    "first_byte_timeout": 1 / 3,
+    "read_timeout": 1 / 10,
+    "total_timeout": 1 / 2,
+}
+# Flags that are HTTP enricher settings: they travel in ``http``, like the spec file's.
+HTTP_FLAGS = (
+    "token_env",
+    "requests_per_second",
+    *ATTEMPT_DEADLINE_SHARES,
+    "max_response_bytes",
+    "hedge_after",
+)
+
 
 class SpecError(ValueError):
     """A bad option or spec file; the message names the option."""
@@ -114,15 +133,27 @@ class JobSpec:
                 raise SpecError(f"http: {error}") from None
 
     def http_config(self) -> HttpEnricherConfig:
-        """The HTTP enricher's configuration for one partition's share of the job."""
+        """The HTTP enricher's configuration for one partition's share of the job.
+
+        Attempt deadlines not set explicitly are derived from ``timeout``; an explicit
+        attempt deadline must leave the record time for a retry.
+        """
+        derived = {name: self.timeout * share for name, share in ATTEMPT_DEADLINE_SHARES.items()}
         options = {
             "url_template": self.url_template,
             "response_fields": self.response_fields,
             "key_field": self.key_column,
             "capacity": self.capacity,
             "partitions": self.partitions,
+            **derived,
             **self.http,
         }
+        attempt = options["total_timeout"]
+        if attempt is not None and attempt >= self.timeout:
+            raise ValueError(
+                f"total_timeout ({attempt:g}s per attempt) must be shorter than --timeout "
+                f"({self.timeout:g}s per record, retries included), or no retry fits"
+            )
         return HttpEnricherConfig.from_dict(options)
 
     def enrichment_identity(self) -> dict[str, Any]:
@@ -225,6 +256,39 @@ def build_parser() -> argparse.ArgumentParser:
     add("--mode", choices=("ordered", "unordered"), help="default: unordered")
     add("--timeout", type=float, help="seconds per record, retries included (default 30)")
     add("--max-attempts", type=int, help="calls per record, the first included (default 5)")
+    add(
+        "--connect-timeout",
+        type=float,
+        help="per attempt: seconds to connect (default: a sixth of --timeout)",
+    )
+    add(
+        "--first-byte-timeout",
+        type=float,
+        help="per attempt: seconds until the response headers (default: a third of --timeout)",
+    )
+    add(
+        "--read-timeout",
+        type=float,
+        help="per attempt: seconds a body may stall before it is cut off and retried "
+        "(default: a tenth of --timeout)",
+    )
+    add(
+        "--total-timeout",
+        type=float,
+        help="per attempt: seconds for the whole answer (default: half of --timeout)",
+    )
+    add(
+        "--max-response-bytes",
+        type=int,
+        help="largest response body, decompressed; larger is a dead letter (default 10 MiB)",
+    )
+    add(
+        "--hedge-after",
+        metavar="SECONDS|pNN",
+        help="send a second request (idempotent methods) when the first takes this long, "
+        "or longer than this percentile of recent latencies, e.g. p95; first answer wins "
+        "(default: off)",
+    )
     add("--snapshot-dir", help="snapshot root URL (local path, file://, s3://, hdfs://)")
     add("--snapshot-interval", type=float, help="seconds between snapshots (default 10)")
     add("--resume", choices=RESUME_MODES, help="auto (default), never or require")
@@ -235,7 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--outage-threshold",
         type=int,
         help="consecutive transient call failures that fail the task for a later resume "
-        "instead of dead-lettering through an outage (default 100, 0 disables)",
+        "instead of dead-lettering through an outage (default 50, 0 disables)",
     )
     add("--progress-interval", type=float, help="seconds between progress lines (default 10)")
     add("--snapshot-max-rows", type=int, help="cut a snapshot when this many outputs wait")
@@ -250,7 +314,7 @@ def parse_args(argv: list[str] | None = None) -> JobSpec:
     spec_path = args.pop("spec", None)
     if spec_path:
         values.update(load_spec_file(spec_path))
-    for http_option in ("token_env", "requests_per_second"):  # HTTP enricher settings
+    for http_option in HTTP_FLAGS:
         if http_option in args:
             values.setdefault("http", {})[http_option] = args.pop(http_option)
     if "response_fields" in args:

@@ -28,6 +28,13 @@ ACCEPT_ENCODING = "gzip, deflate"
 _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 
 
+_TIMEOUT_MESSAGES = {
+    "first byte": "no response headers within first_byte_timeout",
+    "stall": "the body stalled for read_timeout",
+    "total": "no complete response within total_timeout",
+}
+
+
 @dataclass(frozen=True)
 class AttemptLimits:
     """The per-attempt deadlines (seconds, None for none) and the body size cap."""
@@ -50,14 +57,8 @@ class Reply:
 class AttemptTimeout(Exception):
     """A deadline of the attempt passed; the message names the option that set it."""
 
-    _WHAT = {
-        "first byte": "no response headers within first_byte_timeout",
-        "stall": "the body stalled for read_timeout",
-        "total": "no complete response within total_timeout",
-    }
-
     def __init__(self, phase: str, seconds: float) -> None:
-        super().__init__(f"{self._WHAT[phase]} ({seconds:g}s)")
+        super().__init__(f"{_TIMEOUT_MESSAGES[phase]} ({seconds:g}s)")
         self.phase = phase
 
 

@@ -113,7 +113,7 @@ class HttpEnricherConfig:
     """Most requests in flight per partition; also the connection pool's per-host limit."""
     throttle_window: int = 50
     """How many recent answers decide whether throttling is sustained."""
-    throttle_share: float = 0.1
+    throttle_share: float = 0.2
     """Share of 429s in the window that halves the concurrency; isolated 429s only delay
     their own record (``Retry-After``). Successes win the slots back."""
     cache_size: int = 10_000

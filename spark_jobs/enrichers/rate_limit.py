@@ -74,7 +74,7 @@ class AdaptiveConcurrency:
     doubles per round of requests, like TCP slow start, so it recovers within seconds.
     """
 
-    def __init__(self, maximum: int, window: int = 50, throttle_share: float = 0.1) -> None:
+    def __init__(self, maximum: int, window: int = 50, throttle_share: float = 0.2) -> None:
         if maximum < 1:
             raise ValueError(f"maximum must be >= 1, got {maximum!r}")
         if window < 1:
