@@ -22,7 +22,7 @@ import aiohttp
 import pytest
 
 from demo.api import build_app, customer_record, main, run_demo_api
-from demo.faults import DemoConfig
+from demo.faults import DemoConfig, FaultInjector, Outcome, planned_outcome
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -227,11 +227,44 @@ async def test_faults_can_be_changed_and_healed_at_runtime() -> None:
         assert current["knobs"]["outage_requests"] == 2
 
 
+async def test_fault_attempts_fail_a_records_first_calls_then_let_it_succeed() -> None:
+    async with serve(error_rate=1.0, fault_attempts=2) as session:
+        statuses = [await status_of(session, "/customers/c1") for _ in range(4)]
+    assert statuses == [500, 500, 200, 200]
+
+
+async def test_permanent_faults_hit_every_call_of_their_record() -> None:
+    async with serve(bad_request_rate=1.0, fault_attempts=1) as session:
+        statuses = [await status_of(session, "/customers/c1") for _ in range(3)]
+    assert statuses == [400, 400, 400]
+    async with serve(cut_json_rate=1.0) as session:
+        async with session.get("/customers/c1") as response:
+            body = await response.read()
+            assert response.status == 200 and response.content_length == len(body)
+    assert customer_record("c1")["name"].encode() in body and not body.endswith(b"}")
+
+
+def test_planned_outcome_tells_in_advance_what_the_server_decides() -> None:
+    config = DemoConfig(
+        reset_rate=0.1, stall_rate=0.1, bad_request_rate=0.05, fault_attempts=1, seed=3
+    )
+    injector = FaultInjector(config)
+    keys = [f"GET /customers/k{i} k{i}" for i in range(500)]
+    for attempt in range(2):
+        decided = [injector.decide(key).outcome for key in keys]
+        assert decided == [planned_outcome(config, key, attempt) for key in keys]
+    first = [planned_outcome(config, key, 0) for key in keys]
+    assert {Outcome.OK, Outcome.RESET, Outcome.STALL, Outcome.BAD_REQUEST} == set(first)
+    assert all(planned_outcome(config, key, 1) in (Outcome.OK, Outcome.BAD_REQUEST) for key in keys)
+
+
 def test_help_works(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["--help"])
     assert exit_info.value.code == 0
-    assert "--error-rate" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    for flag in ("--error-rate", "--stall-rate", "--bad-chunk-rate", "--fault-attempts"):
+        assert flag in out
 
 
 def _free_port() -> int:

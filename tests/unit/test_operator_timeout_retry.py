@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from spark_jobs.asyncwait import AsyncWaitOperator, Failure, Result, RetryStrategy
+from spark_jobs.asyncwait import AsyncWaitOperator, Failure, Result, RetryStrategy, untimed
 
 
 async def collect(op, source):
@@ -181,3 +181,39 @@ async def test_timeout_covers_all_retries_together():
     assert isinstance(out, Failure) and out.error.startswith("TimeoutError")
     assert out.attempts == 3  # two finished calls + the one the timeout cut
     assert asyncio.get_running_loop().time() - started < 0.5
+
+
+async def test_waiting_inside_untimed_does_not_count_against_the_timeout():
+    """A wait for capacity other records hold (untimed) pauses the record's timer."""
+    slot_free = asyncio.Event()
+
+    async def fn(record):
+        async with untimed():
+            await slot_free.wait()
+        return record
+
+    async def free_the_slot_after_three_timeouts():
+        await asyncio.sleep(0.3)
+        slot_free.set()
+
+    op = AsyncWaitOperator(fn, timeout=0.1)
+    opener = asyncio.create_task(free_the_slot_after_three_timeouts())
+    assert await collect(op, [1]) == [Result(1, 1, 1)]
+    await opener
+
+
+async def test_the_timer_resumes_with_what_was_left_after_untimed():
+    async def fn(record):
+        await asyncio.sleep(0.07)  # worked on: counts
+        async with untimed():
+            await asyncio.sleep(0.2)  # queueing: does not
+        await asyncio.sleep(0.07)  # counts again: 0.14 s in all, over the 0.1 s budget
+        return record
+
+    [out] = await collect(AsyncWaitOperator(fn, timeout=0.1), [1])
+    assert isinstance(out, Failure) and out.error.startswith("TimeoutError")
+
+
+async def test_untimed_outside_an_operator_does_nothing():
+    async with untimed():
+        await asyncio.sleep(0)
