@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 COMPOSE ?= docker compose
 
-.PHONY: install test test-unit lint demo bench bench-operator bench-http constraints up down clean
+.PHONY: install test test-unit lint demo bench bench-operator bench-http bench-reliability constraints up down clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -35,13 +35,17 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check .
 
-bench: bench-operator bench-http
+bench: bench-operator bench-http bench-reliability
 
 bench-operator: $(STAMP)
 	$(PY) -m benchmarks.operator_overhead
 
 bench-http: $(STAMP)
 	$(PY) -m benchmarks.http_throughput
+
+# The Spark job against the demo API with one fault class at a time (README "Reliability").
+bench-reliability: $(STAMP)
+	$(PY) -m benchmarks.reliability
 
 # Re-resolve the full pinned set after changing requirements.txt (Airflow's convention).
 constraints: $(PY)

@@ -314,9 +314,13 @@ def parse_args(argv: list[str] | None = None) -> JobSpec:
     spec_path = args.pop("spec", None)
     if spec_path:
         values.update(load_spec_file(spec_path))
-    for http_option in HTTP_FLAGS:
-        if http_option in args:
-            values.setdefault("http", {})[http_option] = args.pop(http_option)
+    http = dict(values.get("http") or {})
+    for http_option in HTTP_FLAGS:  # top level in a spec file too, as on the command line
+        for source in (values, args):
+            if http_option in source:
+                http[http_option] = source.pop(http_option)
+    if http:
+        values["http"] = http
     if "response_fields" in args:
         args["response_fields"] = dict(parse_response_field(f) for f in args["response_fields"])
     values.update(args)
