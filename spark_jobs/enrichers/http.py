@@ -17,7 +17,6 @@ back through here and pays its token and slot like a first call.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
@@ -108,12 +107,11 @@ class HttpEnricher:
             total=config.total_timeout,
             max_bytes=config.max_response_bytes,
         )
-        hedging = config.hedge_after is not None
-        self._hedge = (
-            HedgeDelay(fixed_s=config.hedge_delay_s, percentile=config.hedge_percentile)
-            if hedging
-            else None
-        )
+        self._hedge: HedgeDelay | None = None
+        if config.hedge_after is not None:
+            self._hedge = HedgeDelay(
+                fixed_s=config.hedge_delay_s, percentile=config.hedge_percentile
+            )
         self._batcher: Batcher[Any, Output] | None = None
         self._results_path = compile_path(config.batch_results_path)
         self._key_source = FieldSource("key_field", None)
@@ -365,10 +363,8 @@ class HttpEnricher:
         success = throttled = False
         try:
             if self._bucket is not None:
-                wait = self._bucket.reserve()
-                if wait:
-                    async with untimed():
-                        await asyncio.sleep(wait)
+                async with untimed():
+                    await self._bucket.acquire()
             self.requests_made += 1
             started = time.monotonic()
             reply = await self._attempt(session, method, url, body)
