@@ -80,6 +80,12 @@ class JobSpec:
     outage_threshold: int = 50
     """Records in a row failing transiently (after retries) that stop the partition for a
     later resume instead of dead-lettering through an outage (0: never)."""
+    cache_dir: str | None = None
+    """Response cache across runs (any fsspec URL); off when None."""
+    cache_ttl: str = "1d"
+    """How long a cached answer is used: seconds, or a number with s, m, h or d."""
+    cost_per_request: float | None = None
+    """Price of one API call, for the estimated cost in the summary."""
 
     def __post_init__(self) -> None:
         _check(
@@ -113,6 +119,7 @@ class JobSpec:
         for name in ("timeout", "snapshot_interval", "progress_interval"):
             _check(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)!r}")
         _check(self.max_out_of_orderness >= 0, "max_out_of_orderness", "must be >= 0")
+        self._check_cost_options()
         for name in ("input", "output", "key_column", "snapshot_dir"):
             _check(bool(getattr(self, name)), name, "is required")
         calls_http = bool(self.url_template or self.http.get("batch_url_template"))
@@ -131,6 +138,26 @@ class JobSpec:
                 self.http_config()
             except (TypeError, ValueError) as error:
                 raise SpecError(f"http: {error}") from None
+
+    def _check_cost_options(self) -> None:
+        if self.cost_per_request is not None:
+            _check(
+                isinstance(self.cost_per_request, int | float) and self.cost_per_request >= 0,
+                "cost_per_request",
+                f"must be a number >= 0, got {self.cost_per_request!r}",
+            )
+        if self.cache_dir is None:
+            return
+        try:
+            parse_duration(self.cache_ttl)
+        except ValueError as error:
+            raise SpecError(f"--cache-ttl: {error}") from None
+        _check(not self.enricher, "cache_dir", "caches HTTP answers; not with --enricher")
+        _check(
+            not self.http.get("batch_size"),
+            "cache_dir",
+            "caches single requests; not with batching (http.batch_size)",
+        )
 
     def http_config(self) -> HttpEnricherConfig:
         """The HTTP enricher's configuration for one partition's share of the job.
@@ -203,6 +230,18 @@ class JobSpec:
             return cls(**values)
         except TypeError as error:
             raise SpecError(f"{source}: {error}") from None
+
+
+_DURATION = re.compile(r"^(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[smhd]?)$")
+_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str | float) -> float:
+    """Seconds from ``90``, ``"90s"``, ``"15m"``, ``"12h"`` or ``"7d"``."""
+    match = _DURATION.match(str(text).strip())
+    if match is None or float(match["number"]) <= 0:
+        raise ValueError(f"expected a positive duration such as 3600, 15m, 12h or 7d, got {text!r}")
+    return float(match["number"]) * _UNIT_S[match["unit"]]
 
 
 def _check(ok: bool, option: str, message: str) -> None:
@@ -304,6 +343,12 @@ def build_parser() -> argparse.ArgumentParser:
     add("--progress-interval", type=float, help="seconds between progress lines (default 10)")
     add("--snapshot-max-rows", type=int, help="cut a snapshot when this many outputs wait")
     add("--keep-snapshots", action="store_true", help="keep the namespace after success")
+    add(
+        "--cache-dir",
+        help="response cache across runs (local path or any fsspec URL; default: off)",
+    )
+    add("--cache-ttl", help="how long cached answers are used: 3600, 15m, 12h, 7d (default 1d)")
+    add("--cost-per-request", type=float, help="price of one call, for the summary's estimate")
     return parser
 
 

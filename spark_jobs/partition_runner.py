@@ -134,7 +134,7 @@ class _RunState:
         self.manifest: Manifest | None = None  # the one this attempt resumed from
         self.last_committed: Manifest | None = None
         self.operator: AsyncWaitOperator | None = None
-        self.requests_made: Callable[[], int] = lambda: 0
+        self.counters: Callable[[], dict[str, int]] = dict
         self.epoch = _Epoch()
         self.pending_rows: list[dict[str, Any]] = []  # emitted, not yet in an output batch
         self.suspects: list[Failure] = []  # transient failures held back (see _take)
@@ -189,8 +189,8 @@ class _RunState:
         self, elements: Iterator[Any], restored: OperatorSnapshot
     ) -> AsyncIterator[pa.RecordBatch]:
         spec = self.spec
-        async with open_row_enrichment(spec) as enrichment:
-            self.requests_made = enrichment.requests_made
+        async with open_row_enrichment(spec, self.task.partition) as enrichment:
+            self.counters = enrichment.counters
 
             async def call(index: int) -> dict[str, Any]:
                 return await enrichment.call(self.rows[index])
@@ -333,7 +333,7 @@ class _RunState:
         stats = {
             "rss_mb_first_cut": self.rss_first_cut,
             "rss_mb_peak": self.rss_peak,
-            "requests_made": self._base_stat("requests_made") + self.requests_made(),
+            **{name: self._base_stat(name) + n for name, n in self.counters().items()},
             "replayed": self.replayed,
             "resumed": self.manifest is not None,
             "finished": final,

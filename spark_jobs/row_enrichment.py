@@ -9,6 +9,8 @@ before any call, as permanent failures: they become dead letters naming file and
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -16,7 +18,10 @@ from typing import Any
 
 from spark_jobs.enrichers import HttpEnricher, PermanentError, open_user_function
 from spark_jobs.enrichers.json_paths import CONVERTERS, compile_path, extract
-from spark_jobs.job_spec import JobSpec
+from spark_jobs.job_spec import JobSpec, parse_duration
+from spark_jobs.response_cache import ResponseCache
+
+logger = logging.getLogger(__name__)
 
 #: Columns the driver adds for the runner; never part of the output.
 EVENT_MS = "__event_ms"
@@ -48,21 +53,54 @@ def row_problem(row: Mapping[str, Any], spec: JobSpec) -> str | None:
 
 @dataclass
 class RowEnrichment:
-    """The operator's function for rows, plus how many calls reached the enrichment."""
+    """The operator's function for rows, plus its cost counters so far (``requests_made``
+    and calls saved), which the manifests carry and the summary adds up."""
 
     call: RowFunction
-    requests_made: Callable[[], int]
+    counters: Callable[[], dict[str, int]]
 
 
 @asynccontextmanager
-async def open_row_enrichment(spec: JobSpec) -> AsyncIterator[RowEnrichment]:
-    """Open the spec's enrichment (one HTTP session, or the user's function) for a partition."""
+async def open_row_enrichment(spec: JobSpec, partition: int) -> AsyncIterator[RowEnrichment]:
+    """Open the spec's enrichment (one HTTP session, or the user's function) for a partition,
+    with the partition's part of the response cache when ``cache_dir`` is set."""
     if spec.enricher:
         async with open_user_function(spec.enricher) as user_function:
             yield _user_enrichment(spec, user_function)
         return
-    async with HttpEnricher(spec.http_config()) as enrich:
-        yield RowEnrichment(_guarded(spec, enrich), lambda: int(enrich.stats["requests_made"]))
+    stored = None
+    if spec.cache_dir:
+        stored = ResponseCache(
+            spec.cache_dir,
+            partition=partition,
+            partitions=spec.partitions,
+            ttl_s=parse_duration(spec.cache_ttl),
+        )
+        await asyncio.to_thread(stored.load)
+    try:
+        async with HttpEnricher(spec.http_config(), stored) as enrich:
+            yield RowEnrichment(_guarded(spec, enrich), lambda: _http_counters(enrich.stats))
+    finally:
+        if stored is not None:
+            await _flush(stored)
+
+
+async def _flush(stored: ResponseCache) -> None:
+    """Keep this run's answers for the next; a cache that cannot be written costs calls
+    next time, never this run's output."""
+    try:
+        await asyncio.to_thread(stored.flush)
+    except OSError as error:
+        logger.warning("response cache: could not write %s: %s", stored.directory, error)
+
+
+def _http_counters(stats: dict[str, Any]) -> dict[str, int]:
+    return {
+        "requests_made": int(stats["requests_made"]),
+        "response_cache_hits": int(stats["response_cache_hits"]),
+        "coalesced_calls": int(stats["calls_saved_by_coalescing"]),
+        "cache_hits": int(stats["cache_hits"]),
+    }
 
 
 def _guarded(spec: JobSpec, function: RowFunction) -> RowFunction:
@@ -93,7 +131,7 @@ def _user_enrichment(spec: JobSpec, user_function: Callable[..., Awaitable[Any]]
             output[name] = None if value is None else convert(value)
         return output
 
-    return RowEnrichment(_guarded(spec, mapped), lambda: calls)
+    return RowEnrichment(_guarded(spec, mapped), lambda: {"requests_made": calls})
 
 
 def _raise_if_invalid(row: Mapping[str, Any], spec: JobSpec) -> None:

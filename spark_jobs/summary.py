@@ -27,6 +27,28 @@ def job_watermark(partitions: list[PartitionProgress], count: int) -> int | None
     return valve.last_output_watermark
 
 
+def cost_report(
+    partitions: list[PartitionProgress], cost_per_request: float | None
+) -> dict[str, Any]:
+    """What the run paid for and what it did not have to: calls made, and calls saved by
+    the response cache, by sharing identical requests and by resuming from snapshots."""
+
+    def total(name: str) -> int:
+        return sum(int(p.stats.get(name, 0)) for p in partitions)
+
+    saved = {
+        "response_cache_hits": total("response_cache_hits"),
+        "coalesced_calls": total("coalesced_calls") + total("cache_hits"),
+        "calls_saved_by_resume": total("replayed"),
+    }
+    report: dict[str, Any] = {"requests_made": total("requests_made"), **saved}
+    if cost_per_request is not None:
+        report["cost_per_request"] = cost_per_request
+        report["estimated_cost"] = round(report["requests_made"] * cost_per_request, 6)
+        report["estimated_saving"] = round(sum(saved.values()) * cost_per_request, 6)
+    return report
+
+
 def build_summary(
     store: SnapshotStore,
     key: NamespaceKey,
@@ -54,6 +76,7 @@ def build_summary(
         ),
         "output": spec.output,
     }
+    summary["cost"] = cost_report(partitions, spec.cost_per_request)
     if summary["records_in"] != summary["enriched"] + summary["dead_letters"]:
         raise RuntimeError(f"records_in != enriched + dead_letters in {summary}")
     return summary

@@ -24,7 +24,7 @@ import zlib
 from collections import Counter
 from collections.abc import Awaitable, Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 
@@ -72,6 +72,14 @@ _KEEPALIVE_S = 30.0
 Output = dict[str, Any]
 
 
+class StoredResponses(Protocol):
+    """Raw successful answers kept across runs (``spark_jobs.response_cache``)."""
+
+    def get(self, method: str, url: str, body: str | None) -> bytes | None: ...
+
+    def put(self, method: str, url: str, body: str | None, payload: bytes) -> None: ...
+
+
 class HttpEnricher:
     """Enriches records by HTTP per :class:`HttpEnricherConfig`; one instance per partition.
 
@@ -81,8 +89,11 @@ class HttpEnricher:
 
     retry_predicate = staticmethod(is_retryable)
 
-    def __init__(self, config: HttpEnricherConfig) -> None:
+    def __init__(self, config: HttpEnricherConfig, stored: StoredResponses | None = None) -> None:
+        if stored is not None and config.batch_size is not None:
+            raise ValueError("a response cache across runs does not work with batching")
         self.config = config
+        self._stored = stored
         self._method = config.method
         self._batching = config.batch_size is not None
         self._url = None if self._batching else config.compile_url()
@@ -125,6 +136,7 @@ class HttpEnricher:
         self.cache_hits = 0
         self.batches_sent = 0
         self.hedges_sent = 0
+        self.stored_hits = 0
 
     def __repr__(self) -> str:
         state = "open" if self._session is not None else "closed"
@@ -216,11 +228,19 @@ class HttpEnricher:
         return dict(output) if cache is not None else output
 
     async def _fetch(self, key: Any, url: str, body: str | None) -> Output:
-        status, payload = await self._request(self._method, url, body, allow_404=True)
-        if status == 404:
-            output = self._not_found(f"HTTP 404 from {self._method} {url}")
-        else:
+        stored = self._stored
+        payload = stored.get(self._method, url, body) if stored is not None else None
+        if payload is not None:
+            self.stored_hits += 1
             output = self._output(self._parse(payload, url), url)
+        else:
+            status, payload = await self._request(self._method, url, body, allow_404=True)
+            if status == 404:
+                output = self._not_found(f"HTTP 404 from {self._method} {url}")
+            else:
+                output = self._output(self._parse(payload, url), url)
+                if stored is not None:  # only answers that mapped cleanly are kept
+                    stored.put(self._method, url, body, payload)
         if self._cache is not None:
             self._cache.put(key, output)
         return output
@@ -457,4 +477,5 @@ class HttpEnricher:
             "concurrency_decreases": self._limiter.decreases,
             "batches_sent": self.batches_sent,
             "hedges_sent": self.hedges_sent,
+            "response_cache_hits": self.stored_hits,
         }

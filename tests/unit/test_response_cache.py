@@ -1,0 +1,84 @@
+"""The response cache across runs, on a real local filesystem: what one run stores the next
+one finds, until the TTL; corrupt files or rows are skipped, never served."""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+import pytest
+
+from spark_jobs.response_cache import ResponseCache
+
+URL = "http://api/customers/c1"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def cache(tmp_path, clock, partition=0, ttl_s=3600.0, **kwargs) -> ResponseCache:
+    made = ResponseCache(
+        str(tmp_path), partition=partition, partitions=4, ttl_s=ttl_s, clock=clock, **kwargs
+    )
+    made.load()
+    return made
+
+
+def test_an_answer_stored_by_one_run_is_found_by_the_next(tmp_path):
+    clock = Clock()
+    first = cache(tmp_path, clock)
+    assert first.get("GET", URL, None) is None
+    first.put("GET", URL, None, b'{"name": "Ada"}')
+    first.flush()
+    second = cache(tmp_path, clock)
+    assert second.get("GET", URL, None) == b'{"name": "Ada"}'
+    assert second.get("POST", URL, '{"x":1}') is None  # another request, another key
+    assert cache(tmp_path, clock, partition=1).get("GET", URL, None) is None  # its own part
+
+
+def test_expired_answers_are_ignored_and_their_files_removed(tmp_path):
+    clock = Clock()
+    first = cache(tmp_path, clock, ttl_s=60)
+    first.put("GET", URL, None, b"{}")
+    first.flush()
+    clock.now += 61
+    later = cache(tmp_path, clock, ttl_s=60)
+    assert later.get("GET", URL, None) is None
+    assert later.expired_files_deleted == 1
+    assert not list(tmp_path.rglob("*.parquet"))
+
+
+def test_a_corrupt_file_or_row_is_skipped_never_served(tmp_path):
+    clock = Clock()
+    first = cache(tmp_path, clock)
+    first.put("GET", URL, None, b'{"name": "Ada"}')
+    first.put("GET", URL + "2", None, b'{"name": "Bob"}')
+    first.flush()
+    [path] = tmp_path.rglob("*.parquet")
+    table = pq.read_table(path)
+    payloads = table.column("payload").to_pylist()
+    payloads[0] = b'{"name": "Eve"}'  # a changed value whose check no longer matches
+    pq.write_table(table.set_column(2, "payload", [payloads]), path)
+    second = cache(tmp_path, clock)
+    assert second.get("GET", URL, None) is None
+    assert second.get("GET", URL + "2", None) == b'{"name": "Bob"}'
+    assert second.skipped_corrupt == 1
+    path.write_bytes(path.read_bytes()[:40])  # torn file
+    third = cache(tmp_path, clock)
+    assert third.get("GET", URL + "2", None) is None and third.skipped_corrupt == 1
+
+
+def test_oversized_answers_are_not_kept(tmp_path):
+    clock = Clock()
+    first = cache(tmp_path, clock, max_entry_bytes=10)
+    first.put("GET", URL, None, b"x" * 11)
+    first.flush()
+    assert not list(tmp_path.rglob("*.parquet"))
+
+
+def test_ttl_must_be_positive(tmp_path):
+    with pytest.raises(ValueError, match="ttl"):
+        ResponseCache(str(tmp_path), partition=0, partitions=1, ttl_s=0)
