@@ -86,6 +86,8 @@ class JobSpec:
     """How long a cached answer is used: seconds, or a number with s, m, h or d."""
     cost_per_request: float | None = None
     """Price of one API call, for the estimated cost in the summary."""
+    max_requests: int | None = None
+    """Request budget of one run, split evenly across partitions; None for no limit."""
 
     def __post_init__(self) -> None:
         _check(
@@ -140,6 +142,13 @@ class JobSpec:
                 raise SpecError(f"http: {error}") from None
 
     def _check_cost_options(self) -> None:
+        if self.max_requests is not None:
+            _check(
+                isinstance(self.max_requests, int) and self.max_requests >= 1,
+                "max_requests",
+                f"must be a positive integer, got {self.max_requests!r}",
+            )
+            _check(not self.http.get("batch_size"), "max_requests", "not with batching")
         if self.cost_per_request is not None:
             _check(
                 isinstance(self.cost_per_request, int | float) and self.cost_per_request >= 0,
@@ -158,6 +167,13 @@ class JobSpec:
             "cache_dir",
             "caches single requests; not with batching (http.batch_size)",
         )
+
+    def request_budget(self, partition: int) -> int | None:
+        """This partition's share of ``max_requests`` (the shares add up to it exactly)."""
+        if self.max_requests is None:
+            return None
+        share, extra = divmod(self.max_requests, self.partitions)
+        return share + (1 if partition < extra else 0)
 
     def http_config(self) -> HttpEnricherConfig:
         """The HTTP enricher's configuration for one partition's share of the job.
@@ -349,6 +365,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add("--cache-ttl", help="how long cached answers are used: 3600, 15m, 12h, 7d (default 1d)")
     add("--cost-per-request", type=float, help="price of one call, for the summary's estimate")
+    add(
+        "--max-requests",
+        type=int,
+        help="request budget of this run (split across partitions): once spent, the job "
+        "commits a snapshot and exits with status 4; the next run resumes (default: none)",
+    )
     return parser
 
 

@@ -40,7 +40,7 @@ from spark_jobs.asyncwait import (
     Result,
     Watermark,
 )
-from spark_jobs.enrichers import default_retry_strategy
+from spark_jobs.enrichers import BudgetExhausted, default_retry_strategy
 from spark_jobs.job_spec import JobSpec
 from spark_jobs.row_enrichment import EVENT_MS, HELPER_COLUMNS, open_row_enrichment
 from spark_jobs.snapshots import Manifest, PartitionSnapshots
@@ -68,6 +68,8 @@ class PartitionTask:
     attempt: str
     records_total: int | None
     fingerprint: str
+    run_id: str = "run"
+    """The spark-submit this attempt belongs to: the request budget is per run."""
 
 
 @dataclass
@@ -138,6 +140,8 @@ class _RunState:
         self.epoch = _Epoch()
         self.pending_rows: list[dict[str, Any]] = []  # emitted, not yet in an output batch
         self.suspects: list[Failure] = []  # transient failures held back (see _take)
+        self.over_budget: set[int] = set()  # records whose call met the spent budget
+        self.held_over_budget: list[Failure] = []  # their outcomes, queued for the next run
         self.rows: dict[int, dict[str, Any]] = {}  # rows of records in the operator
         self.watermark: int | None = None
         self.replayed = 0
@@ -189,11 +193,18 @@ class _RunState:
         self, elements: Iterator[Any], restored: OperatorSnapshot
     ) -> AsyncIterator[pa.RecordBatch]:
         spec = self.spec
-        async with open_row_enrichment(spec, self.task.partition) as enrichment:
+        budget = spec.request_budget(self.task.partition)
+        if budget is not None:
+            budget = max(0, budget - self._run_requests_before())
+        async with open_row_enrichment(spec, self.task.partition, budget) as enrichment:
             self.counters = enrichment.counters
 
             async def call(index: int) -> dict[str, Any]:
-                return await enrichment.call(self.rows[index])
+                try:
+                    return await enrichment.call(self.rows[index])
+                except BudgetExhausted:
+                    self.over_budget.add(index)
+                    raise
 
             operator = AsyncWaitOperator(
                 call,
@@ -220,12 +231,22 @@ class _RunState:
                             self._cut(final=False)
             except ApiOutageError:
                 # Keep everything done so far; the retry resumes from this cut.
-                await self._final_cut(outage=True)
+                await self._final_cut(stop="outage")
                 raise
+            if self.over_budget:
+                # Not a failure: what is done is committed, the rest waits for the next run.
+                logger.warning(
+                    "partition %d: the run's request budget is spent; %d records stay queued "
+                    "for the next run",
+                    self.task.partition,
+                    len(self.held_over_budget) + len(self.suspects),
+                )
+                await self._final_cut(stop="budget")
+                return
             self._release_suspects()  # the input ended; no outage proven
             if self.pending_rows:
                 yield self._flush()
-            await self._final_cut(outage=False)
+            await self._final_cut(stop=None)
 
     def _take(self, output: Result | Failure) -> None:
         """Queue an outcome for output, holding transient failures back as outage suspects.
@@ -235,6 +256,9 @@ class _RunState:
         streak (then they are dead letters after all) or the streak reaches
         ``outage_threshold`` (then the partition stops, and they are retried on resume).
         """
+        if isinstance(output, Failure) and output.record in self.over_budget:
+            self.held_over_budget.append(output)  # never called: queued for the next run
+            return
         threshold = self.spec.outage_threshold
         if isinstance(output, Failure) and output.transient and threshold:
             self.suspects.append(output)
@@ -251,15 +275,23 @@ class _RunState:
         self.pending_rows.extend(self._output_row(s) for s in self.suspects)
         self.suspects = []
 
-    async def _final_cut(self, *, outage: bool) -> None:
-        """The last snapshot of this attempt: the end of the partition, or an outage."""
+    async def _final_cut(self, *, stop: str | None) -> None:
+        """The last snapshot of this attempt: the end of the partition (``stop`` None), an
+        ``"outage"`` or a ``"budget"`` spent."""
         if self.pending_rows:
-            self._flush()  # on an outage: the unsent tail goes to the snapshot only
+            self._flush()  # after a stop: the unsent tail goes to the snapshot only
         if self.commit is not None:
             await self.commit  # raises if that write failed
         self.commit = None
-        self._cut(final=not outage, outage=outage)
+        self._cut(final=stop is None, outage=stop == "outage", budget_exhausted=stop == "budget")
         await self.commit
+
+    def _run_requests_before(self) -> int:
+        """Requests earlier attempts of this same run made (the budget is per run)."""
+        manifest = self.manifest
+        if manifest is None or manifest.stats.get("run_id") != self.task.run_id:
+            return 0
+        return int(manifest.stats.get("run_requests", 0))
 
     def _skip(self, elements: Iterator[Any], restored: OperatorSnapshot) -> None:
         """Advance the input to the snapshot's offset, keeping the rows still pending."""
@@ -269,8 +301,14 @@ class _RunState:
                 self.rows[element[0]] = element[1]
 
     def _admit(self, elements: Iterator[Any]) -> Iterator[Any]:
-        """The operator's source: row indexes and watermarks; rows wait in ``self.rows``."""
+        """The operator's source: row indexes and watermarks; rows wait in ``self.rows``.
+
+        Once the request budget is spent it ends early: the operator then drains the calls
+        already sent, and the input offset marks where the next run goes on.
+        """
         for element in elements:
+            if self.over_budget:
+                return
             if type(element) is tuple:
                 self.rows[element[0]] = element[1]
                 yield element[0]
@@ -308,18 +346,24 @@ class _RunState:
             elapsed >= self.spec.snapshot_interval or self.epoch.rows >= self.spec.snapshot_max_rows
         )
 
-    def _cut(self, *, final: bool, outage: bool = False) -> None:
+    def _cut(self, *, final: bool, outage: bool = False, budget_exhausted: bool = False) -> None:
         """Take the consistent cut now; write it in a thread while calls continue.
 
-        Held-back suspects were emitted before everything still queued, so they come
-        first, as records to call again. After an outage, so does every transient
-        failure still queued: the API was down, the records are not bad.
+        Held-back suspects and records that met the spent budget were emitted before
+        everything still queued, so they come first, as records to call again. After an
+        outage, so does every transient failure still queued: the API was down, the
+        records are not bad.
         """
         if self.commit is not None:
             self.commit.result()  # a failed write fails the task rather than losing data
         assert self.operator is not None
         snapshot = self.operator.snapshot()
-        entries = [*({"record": s.record, "attempts": 0} for s in self.suspects), *snapshot.entries]
+        entries = [
+            *({"record": s.record, "attempts": 0} for s in self.suspects),
+            # The call that met the budget was never sent: it does not count as an attempt.
+            *({"record": h.record, "attempts": h.attempts - 1} for h in self.held_over_budget),
+            *snapshot.entries,
+        ]
         if outage:
             entries = [
                 {"record": e["record"], "attempts": 0} if e.get("transient") else e for e in entries
@@ -330,10 +374,14 @@ class _RunState:
         rss_mb = _rss_mb()
         self.rss_first_cut = self.rss_first_cut or rss_mb
         self.rss_peak = max(self.rss_peak, rss_mb)
+        counters = self.counters()
         stats = {
             "rss_mb_first_cut": self.rss_first_cut,
             "rss_mb_peak": self.rss_peak,
-            **{name: self._base_stat(name) + n for name, n in self.counters().items()},
+            **{name: self._base_stat(name) + n for name, n in counters.items()},
+            "run_id": self.task.run_id,
+            "run_requests": self._run_requests_before() + counters["requests_made"],
+            "budget_exhausted": budget_exhausted,
             "replayed": self.replayed,
             "resumed": self.manifest is not None,
             "finished": final,

@@ -16,7 +16,12 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from spark_jobs.enrichers import HttpEnricher, PermanentError, open_user_function
+from spark_jobs.enrichers import (
+    BudgetExhausted,
+    HttpEnricher,
+    PermanentError,
+    open_user_function,
+)
 from spark_jobs.enrichers.json_paths import CONVERTERS, compile_path, extract
 from spark_jobs.job_spec import JobSpec, parse_duration
 from spark_jobs.response_cache import ResponseCache
@@ -61,12 +66,15 @@ class RowEnrichment:
 
 
 @asynccontextmanager
-async def open_row_enrichment(spec: JobSpec, partition: int) -> AsyncIterator[RowEnrichment]:
+async def open_row_enrichment(
+    spec: JobSpec, partition: int, request_budget: int | None = None
+) -> AsyncIterator[RowEnrichment]:
     """Open the spec's enrichment (one HTTP session, or the user's function) for a partition,
-    with the partition's part of the response cache when ``cache_dir`` is set."""
+    with the partition's part of the response cache when ``cache_dir`` is set. Past
+    ``request_budget`` calls, a call raises :class:`BudgetExhausted` instead."""
     if spec.enricher:
         async with open_user_function(spec.enricher) as user_function:
-            yield _user_enrichment(spec, user_function)
+            yield _user_enrichment(spec, user_function, request_budget)
         return
     stored = None
     if spec.cache_dir:
@@ -78,7 +86,7 @@ async def open_row_enrichment(spec: JobSpec, partition: int) -> AsyncIterator[Ro
         )
         await asyncio.to_thread(stored.load)
     try:
-        async with HttpEnricher(spec.http_config(), stored) as enrich:
+        async with HttpEnricher(spec.http_config(), stored, request_budget) as enrich:
             yield RowEnrichment(_guarded(spec, enrich), lambda: _http_counters(enrich.stats))
     finally:
         if stored is not None:
@@ -113,7 +121,9 @@ def _guarded(spec: JobSpec, function: RowFunction) -> RowFunction:
     return call
 
 
-def _user_enrichment(spec: JobSpec, user_function: Callable[..., Awaitable[Any]]) -> RowEnrichment:
+def _user_enrichment(
+    spec: JobSpec, user_function: Callable[..., Awaitable[Any]], request_budget: int | None
+) -> RowEnrichment:
     """A user's function, its returned document mapped through the response fields."""
     fields = [
         (name, compile_path(field.path), CONVERTERS[field.type])
@@ -123,6 +133,8 @@ def _user_enrichment(spec: JobSpec, user_function: Callable[..., Awaitable[Any]]
 
     async def mapped(row: dict[str, Any]) -> dict[str, Any]:
         nonlocal calls
+        if request_budget is not None and calls >= request_budget:
+            raise BudgetExhausted(f"request budget of {request_budget} spent")
         calls += 1
         document = await user_function(row)
         output = {}

@@ -13,6 +13,7 @@ Typical use inside a Spark task::
 
 from .config import HttpEnricherConfig, ResponseField
 from .errors import (
+    BudgetExhausted,
     ClientStatusError,
     EnrichmentError,
     InvalidResponseError,
@@ -33,6 +34,7 @@ from .secrets import Secret, SecretError, read_token
 from .user_function import UserFunctionError, load_user_function, open_user_function
 
 __all__ = [
+    "BudgetExhausted",
     "ClientStatusError",
     "EnrichmentError",
     "HttpEnricher",

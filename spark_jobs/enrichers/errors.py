@@ -83,6 +83,15 @@ class MissingFieldError(PermanentError):
     """A URL or body template names a field the record does not have."""
 
 
+class BudgetExhausted(EnrichmentError):
+    """The run's request budget (``--max-requests``) is spent: the request was not sent.
+
+    Neither retryable nor permanent: the partition runner stops taking input, lets the
+    calls already sent finish (they are paid for), and keeps the records that met this
+    queued for the next run.
+    """
+
+
 def is_retryable(error: BaseException) -> bool:
     """The ``retry_on_exception`` predicate for the operator's ``RetryStrategy``.
 

@@ -44,6 +44,7 @@ from .config import HttpEnricherConfig
 from .dedup import Coalescer, LruCache
 from .errors import (
     RETRYABLE_4XX,
+    BudgetExhausted,
     ClientStatusError,
     EnrichmentError,
     InvalidResponseError,
@@ -89,11 +90,19 @@ class HttpEnricher:
 
     retry_predicate = staticmethod(is_retryable)
 
-    def __init__(self, config: HttpEnricherConfig, stored: StoredResponses | None = None) -> None:
-        if stored is not None and config.batch_size is not None:
-            raise ValueError("a response cache across runs does not work with batching")
+    def __init__(
+        self,
+        config: HttpEnricherConfig,
+        stored: StoredResponses | None = None,
+        request_budget: int | None = None,
+    ) -> None:
+        """``stored``: answers kept across runs; ``request_budget``: requests this enricher
+        may make before it raises :class:`BudgetExhausted` instead of sending."""
+        if config.batch_size is not None and (stored is not None or request_budget is not None):
+            raise ValueError("a response cache or a request budget does not work with batching")
         self.config = config
         self._stored = stored
+        self._budget = request_budget
         self._method = config.method
         self._batching = config.batch_size is not None
         self._url = None if self._batching else config.compile_url()
@@ -350,7 +359,10 @@ class HttpEnricher:
     def _send_hedge(
         self, method: str, url: str, body: str | None, *, allow_404: bool
     ) -> Awaitable[tuple[int, bytes]] | None:
-        """The hedged request, if a concurrency slot is free right now (never waits)."""
+        """The hedged request, if a concurrency slot is free right now (never waits) and
+        the request budget has room for it."""
+        if self._budget is not None and self.requests_made >= self._budget:
+            return None
         ticket = self._limiter.try_acquire()
         if ticket is None:
             return None
@@ -385,6 +397,8 @@ class HttpEnricher:
             if self._bucket is not None:
                 async with untimed():
                     await self._bucket.acquire()
+            if self._budget is not None and self.requests_made >= self._budget:
+                raise BudgetExhausted(f"request budget of {self._budget} spent")
             self.requests_made += 1
             started = time.monotonic()
             reply = await self._attempt(session, method, url, body)

@@ -67,10 +67,12 @@ def batches(n: int, size: int = 25) -> list[pa.RecordBatch]:
     return [pa.RecordBatch.from_pylist(rows[i : i + size], schema=INPUT) for i in range(0, n, size)]
 
 
-def run_partition(spec: JobSpec, n: int, stop_after: int | None, attempt: str) -> list[dict]:
+def run_partition(
+    spec: JobSpec, n: int, stop_after: int | None, attempt: str, run_id: str = "run"
+) -> list[dict]:
     store = SnapshotStore(spec.snapshot_dir).partition(NamespaceKey("d", "t", "i"), 0)
     runner = PartitionRunner(spec, store, SCHEMA)
-    outputs = runner.run(batches(n), PartitionTask(0, attempt, n, "fingerprint"))
+    outputs = runner.run(batches(n), PartitionTask(0, attempt, n, "fingerprint", run_id))
     rows: list[dict] = []
     for count, batch in enumerate(outputs, start=1):
         rows += batch.to_pylist()
@@ -145,3 +147,34 @@ def test_an_outage_stops_the_partition_without_dead_letters_and_resume_completes
     rows = run_partition(spec, 300, None, "a1")
     assert Counter(r["id"] for r in rows) == Counter(f"k{i:04d}" for i in range(300))
     assert [r["_error"] for r in rows if r["_error"]] == []
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    n=st.integers(1, 150),
+    budget=st.integers(1, 40),
+    mode=st.sampled_from(["ordered", "unordered"]),
+    max_rows=st.integers(1, 30),
+)
+def test_a_spent_budget_stops_each_run_and_the_next_runs_finish_paying_once(
+    n, budget, mode, max_rows
+):
+    """Runs of ``budget`` calls each until done: no run calls more than its budget, no
+    record is called twice over all runs, and the last run's output (replay + new) holds
+    every record exactly once."""
+    with tempfile.TemporaryDirectory() as snapshot_dir:
+        spec = make_spec(snapshot_dir, mode, max_rows, partitions=1, max_requests=budget)
+        store = SnapshotStore(snapshot_dir).partition(NamespaceKey("d", "t", "i"), 0)
+        total: Counter = Counter()
+        for run in range(n + 1):
+            CALLS.clear()
+            rows = run_partition(spec, n, None, f"a{run}", run_id=f"r{run}")
+            assert sum(CALLS.values()) <= budget
+            total += CALLS
+            stats = store.latest().stats
+            if stats["finished"]:
+                break
+            assert stats["budget_exhausted"] and stats["run_requests"] == budget
+        assert Counter(r["id"] for r in rows) == Counter(f"k{i:04d}" for i in range(n))
+        assert total == Counter(f"k{i:04d}" for i in range(n))  # each paid for once
+        assert run == (n - 1) // budget  # every run but the last spent its whole budget
