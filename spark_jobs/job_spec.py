@@ -32,6 +32,10 @@ ATTEMPT_DEADLINE_SHARES = {
     "read_timeout": 1 / 10,
     "total_timeout": 1 / 2,
 }
+# With the HTTP enricher the operator's queue holds this many times ``capacity``: records
+# finished behind a slow one (ordered mode, a Retry-After, a stall) keep waiting for their
+# turn while new requests still go out, so one wait does not idle the whole partition.
+QUEUE_FACTOR = 4
 # Flags that are HTTP enricher settings: they travel in ``http``, like the spec file's.
 HTTP_FLAGS = (
     "token_env",
@@ -65,6 +69,11 @@ class JobSpec:
     """Further HttpEnricherConfig options (method, headers, token_env, batching...)."""
     partitions: int = 8
     capacity: int = 100
+    queue_capacity: int | None = None
+    """Records the operator holds per partition: in flight, waiting for a request slot, or
+    done and waiting for their turn (ordered mode, watermarks). Default: QUEUE_FACTOR x
+    capacity with the HTTP enricher, which keeps at most ``capacity`` requests in flight
+    itself; ``capacity`` with ``--enricher``, whose calls the queue alone bounds."""
     mode: str = "unordered"
     timeout: float = 30.0
     max_attempts: int = 5
@@ -121,6 +130,12 @@ class JobSpec:
         for name in ("timeout", "snapshot_interval", "progress_interval"):
             _check(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)!r}")
         _check(self.max_out_of_orderness >= 0, "max_out_of_orderness", "must be >= 0")
+        if self.queue_capacity is not None:
+            _check(
+                isinstance(self.queue_capacity, int) and self.queue_capacity >= 1,
+                "queue_capacity",
+                f"must be a positive integer, got {self.queue_capacity!r}",
+            )
         self._check_cost_options()
         for name in ("input", "output", "key_column", "snapshot_dir"):
             _check(bool(getattr(self, name)), name, "is required")
@@ -167,6 +182,13 @@ class JobSpec:
             "cache_dir",
             "caches single requests; not with batching (http.batch_size)",
         )
+
+    @property
+    def operator_capacity(self) -> int:
+        """The async wait operator's capacity (see ``queue_capacity``)."""
+        if self.queue_capacity is not None:
+            return self.queue_capacity
+        return self.capacity if self.enricher else QUEUE_FACTOR * self.capacity
 
     def request_budget(self, partition: int) -> int | None:
         """This partition's share of ``max_requests`` (the shares add up to it exactly)."""
@@ -308,6 +330,13 @@ def build_parser() -> argparse.ArgumentParser:
     add("--requests-per-second", type=float, help="request budget of the whole job")
     add("--partitions", type=int, help="fixed partition count (default 8)")
     add("--capacity", type=int, help="requests in flight per partition (default 100)")
+    add(
+        "--queue-capacity",
+        type=int,
+        help=f"records the operator holds per partition: in flight, waiting for a slot, or "
+        f"done and waiting for their turn (default {QUEUE_FACTOR} x --capacity with the HTTP "
+        f"enricher, --capacity with --enricher)",
+    )
     add("--mode", choices=("ordered", "unordered"), help="default: unordered")
     add("--timeout", type=float, help="seconds per record, retries included (default 30)")
     add("--max-attempts", type=int, help="calls per record, the first included (default 5)")

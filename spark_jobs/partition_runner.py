@@ -11,7 +11,7 @@ Records given to the operator are row *indexes*, not rows: a manifest then holds
 small integers and enrichment values, never input data, and a restored index finds its
 row again because the partition's input is deterministic (same rows, same order).
 
-Memory is bounded by the operator's capacity (rows in flight), one input batch and the
+Memory is bounded by the operator's capacity (rows it holds), one input batch and the
 segment buffer, whatever the partition size.
 """
 
@@ -209,7 +209,7 @@ class _RunState:
             operator = AsyncWaitOperator(
                 call,
                 mode=spec.mode,
-                capacity=spec.capacity,
+                capacity=spec.operator_capacity,
                 timeout=spec.timeout,
                 retry=default_retry_strategy(spec.max_attempts),
             )
