@@ -4,8 +4,10 @@ wait for the day's input -> enrich (resumable Spark job) -> publish
 
 Configuration only: the work is in ``plugins`` and ``spark_jobs``. Endpoints and the API
 token come from connections (``AIRFLOW_CONN_ENRICHMENT_API``, ``AIRFLOW_CONN_SPARK_ENRICH``),
-paths from Variables (``enrichment_data_root``, ``enrichment_snapshot_root``). A retry,
-a backfill or a "Clear" of the same day resumes from that day's snapshots.
+paths from Variables (``enrichment_data_root``, ``enrichment_snapshot_root``, and
+optionally ``enrichment_cache_root``, ``enrichment_cache_ttl``,
+``enrichment_cost_per_request`` for the response cache and the cost report). A retry, a
+backfill or a "Clear" of the same day resumes from that day's snapshots.
 """
 
 from __future__ import annotations
@@ -42,6 +44,13 @@ with DAG(
         "snapshot_interval": Param(
             10, type="number", exclusiveMinimum=0, description="seconds between snapshots"
         ),
+        "max_requests": Param(
+            None,
+            type=["null", "integer"],
+            minimum=1,
+            description="request budget of one try (empty: none); a spent budget fails the "
+            "task without retries, and clearing it resumes",
+        ),
     },
     default_args={
         "retries": 3,
@@ -75,6 +84,10 @@ with DAG(
         resume="{{ params.resume }}",
         capacity="{{ params.capacity }}",
         partitions="{{ params.partitions }}",
+        cache_dir="{{ var.value.get('enrichment_cache_root', '') }}",
+        cache_ttl="{{ var.value.get('enrichment_cache_ttl', '1d') }}",
+        max_requests="{{ params.max_requests }}",
+        cost_per_request="{{ var.value.get('enrichment_cost_per_request', '') }}",
         job_args=["--snapshot-interval", "{{ params.snapshot_interval }}"],
         pool="enrichment_api",
         outlets=[ENRICHED],

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 import fsspec
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 import spark_jobs
 from plugins.links import SnapshotProgressLink
@@ -39,6 +41,11 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
     :param response_fields: ``{"name": "$.json.path[:type]"}`` output fields.
     :param resume: ``auto`` (default: resume when a valid snapshot exists), ``never``
         (start fresh) or ``require`` (fail unless there is one to resume).
+    :param cache_dir: response cache across runs (fsspec URL); empty for none (templated).
+    :param cache_ttl: how long cached answers are used, e.g. ``7d`` (templated).
+    :param max_requests: request budget of one try; a spent budget fails the task without
+        automatic retries, and clearing it resumes (templated).
+    :param cost_per_request: price of one call, for the summary's cost report (templated).
     :param job_args: further ``enrich_job`` flags, e.g. ``["--timeout", "10"]``.
     """
 
@@ -50,6 +57,10 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         "partitions",
         "capacity",
         "snapshot_root",
+        "cache_dir",
+        "cache_ttl",
+        "max_requests",
+        "cost_per_request",
         "job_args",
     )
     operator_extra_links = (SnapshotProgressLink(),)
@@ -71,6 +82,10 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         input_format: str = "jsonl",
         event_time_column: str | None = None,
         snapshot_root: str | None = None,
+        cache_dir: str | None = None,
+        cache_ttl: str | None = None,
+        max_requests: int | str | None = None,
+        cost_per_request: float | str | None = None,
         job_args: Sequence[str] = (),
         **kwargs: Any,
     ) -> None:
@@ -88,6 +103,10 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         self.input_format = input_format
         self.event_time_column = event_time_column
         self.snapshot_root = snapshot_root
+        self.cache_dir = cache_dir
+        self.cache_ttl = cache_ttl
+        self.max_requests = max_requests
+        self.cost_per_request = cost_per_request
         self.job_args = list(job_args)
 
     def execute(self, context: Any) -> dict[str, Any]:
@@ -95,6 +114,7 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
             raise ValueError(f"resume must be one of {RESUME_MODES}, got {self.resume!r}")
         root = snapshot_root(self.snapshot_root)
         key = namespace_key(context)
+        run_id = f"{context['run_id']}.try{context['ti'].try_number}.{uuid.uuid4().hex[:6]}"
         self._log_resume_plan(SnapshotStore(root), key)
         api = BaseHook.get_connection(self.api_conn_id)
         base_url = f"{api.schema or 'http'}://{api.host}" + (f":{api.port}" if api.port else "")
@@ -139,9 +159,16 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
             "--interval-start",
             key.interval_start,
             *token_args,
+            "--run-id",
+            run_id,
+            *self._cost_args(),
             *self.job_args,
         ]
-        super().execute(context)
+        try:
+            super().execute(context)
+        except AirflowException:
+            self._fail_for_a_spent_budget(run_id)
+            raise
         summary = self._read_summary()
         self.log.info("enrichment summary: %s", json.dumps(summary, sort_keys=True))
         for outlet in self.outlets:
@@ -155,6 +182,7 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
                     "replayed_from_snapshot",
                     "resumed",
                     "watermark",
+                    "cost",
                 )
             }
         return summary
@@ -169,6 +197,36 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
             self.log.info("resuming %s (%s)", progress.describe(total), where)
         else:
             self.log.info("starting fresh: no snapshot for this run yet (%s)", where)
+
+    def _cost_args(self) -> list[str]:
+        """Flags of the cost options that are set (a template may render None as "")."""
+        options = {
+            "--cache-dir": self.cache_dir,
+            "--cache-ttl": self.cache_ttl,
+            "--max-requests": self.max_requests,
+            "--cost-per-request": self.cost_per_request,
+        }
+        return [
+            arg
+            for flag, value in options.items()
+            if value not in (None, "", "None")
+            for arg in (flag, str(value))
+        ]
+
+    def _fail_for_a_spent_budget(self, run_id: str) -> None:
+        """A run that spent its ``--max-requests`` ends failed *without* automatic
+        retries: a retry would spend another budget at once, which is what the budget is
+        there to prevent. Clearing the task (or the next run of this interval) resumes."""
+        try:
+            summary = self._read_summary()
+        except (OSError, ValueError):
+            return
+        if summary.get("run_id") == run_id and summary.get("budget_exhausted"):
+            raise AirflowFailException(
+                f"request budget spent: {summary['records_done']} of {summary['records_in']} "
+                f"records done, {summary['records_left']} left; clear this task to resume "
+                "(committed work is kept and not paid again)"
+            )
 
     def _read_summary(self) -> dict[str, Any]:
         with fsspec.open(f"{self.output_path.rstrip('/')}/_SUMMARY.json") as file:

@@ -16,6 +16,7 @@ import os
 import shutil
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
@@ -39,6 +40,9 @@ from spark_jobs.summary import build_summary
 
 logger = logging.getLogger("enrich_job")
 
+#: Exit status of a run that stopped because ``--max-requests`` was spent (resumable).
+BUDGET_EXHAUSTED_EXIT = 4
+
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
@@ -59,12 +63,21 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         spark.stop()
     print(json.dumps(summary, sort_keys=True))
+    if summary.get("budget_exhausted"):
+        print(
+            f"enrich_job: request budget spent: {summary['records_done']} of "
+            f"{summary['records_in']} records done, {summary['records_left']} left; "
+            "run again to resume",
+            file=sys.stderr,
+        )
+        return BUDGET_EXHAUSTED_EXIT
     return 0
 
 
 def run(spark: Any, spec: JobSpec) -> dict[str, Any]:
     """The whole job on an existing session; returns the summary it also writes."""
     started = time.monotonic()
+    run_id = spec.run_id or uuid.uuid4().hex[:12]
     store = SnapshotStore(spec.snapshot_dir)
     key = NamespaceKey(spec.dag_id, spec.task_id, spec.interval_start)
     frame = read_input(spark, spec)
@@ -82,7 +95,7 @@ def run(spark: Any, spec: JobSpec) -> dict[str, Any]:
     from pyspark.sql.pandas.types import from_arrow_schema
 
     schema = output_arrow_schema(frame.schema, spec)
-    enrich = _partition_function(spec, key, job_record["fingerprint"], sizes, schema)
+    enrich = _partition_function(spec, key, job_record["fingerprint"], sizes, schema, run_id)
     enriched = partitioned.mapInArrow(enrich, from_arrow_schema(schema))
     with ProgressReporter(store, key, sizes, spec.progress_interval):
         counts = write_outputs(enriched, spec)
@@ -94,9 +107,16 @@ def run(spark: Any, spec: JobSpec) -> dict[str, Any]:
         counts=counts,
         resumed=decision.resume,
         duration_s=time.monotonic() - started,
+        run_id=run_id,
     )
+    if summary.get("budget_exhausted"):
+        # Partial output must not look like a result: only the summary says where it is.
+        _remove_outputs(spec.output)
     with fsspec.open(f"{spec.output.rstrip('/')}/_SUMMARY.json", "w") as file:
         json.dump(summary, file, indent=2, sort_keys=True)
+    if summary.get("budget_exhausted"):
+        logger.info("summary: %s", json.dumps(summary, sort_keys=True))
+        return summary  # the snapshots are what the next run resumes from
     if spec.keep_snapshots:
         # Every writer is done: delete what no valid manifest references (files of
         # attempts that died before committing, corrupt ones), keeping the history.
@@ -107,8 +127,20 @@ def run(spark: Any, spec: JobSpec) -> dict[str, Any]:
     return summary
 
 
+def _remove_outputs(output: str) -> None:
+    fs, root = fsspec.core.url_to_fs(output)
+    for name in ("data", "dead_letters"):
+        if fs.exists(f"{root.rstrip('/')}/{name}"):
+            fs.rm(f"{root.rstrip('/')}/{name}", recursive=True)
+
+
 def _partition_function(
-    spec: JobSpec, key: NamespaceKey, fingerprint: str, sizes: dict[int, int], schema: pa.Schema
+    spec: JobSpec,
+    key: NamespaceKey,
+    fingerprint: str,
+    sizes: dict[int, int],
+    schema: pa.Schema,
+    run_id: str,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function Spark ships to executors: one PartitionRunner per task."""
     spec_json = spec.to_json()
@@ -124,7 +156,7 @@ def _partition_function(
         task_spec = JobSpec.from_json(spec_json)
         snapshots = SnapshotStore(task_spec.snapshot_dir).partition(key, partition)
         runner = PartitionRunner(task_spec, snapshots, schema)
-        task = PartitionTask(partition, attempt, sizes.get(partition, 0), fingerprint)
+        task = PartitionTask(partition, attempt, sizes.get(partition, 0), fingerprint, run_id)
         yield from runner.run(batches, task)
 
     return enrich_partition

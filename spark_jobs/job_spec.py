@@ -97,6 +97,8 @@ class JobSpec:
     """Price of one API call, for the estimated cost in the summary."""
     max_requests: int | None = None
     """Request budget of one run, split evenly across partitions; None for no limit."""
+    run_id: str | None = None
+    """Names this run (the request budget is per run); a random one when None."""
 
     def __post_init__(self) -> None:
         _check(
@@ -394,6 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add("--cache-ttl", help="how long cached answers are used: 3600, 15m, 12h, 7d (default 1d)")
     add("--cost-per-request", type=float, help="price of one call, for the summary's estimate")
+    add("--run-id", help="name of this run in the summary (default: random)")
     add(
         "--max-requests",
         type=int,

@@ -58,9 +58,19 @@ def build_summary(
     counts: dict[str, int],
     resumed: bool,
     duration_s: float,
+    run_id: str = "run",
 ) -> dict[str, Any]:
     partitions = store.namespace_progress(key)
+    stopped = [
+        p for p in partitions if p.stats.get("budget_exhausted") and p.stats.get("run_id") == run_id
+    ]
+    if stopped:  # the output is partial: count what the snapshots hold
+        counts = {
+            "enriched": sum(p.committed_rows for p in partitions),
+            "dead_letters": sum(p.dead_letter_rows for p in partitions),
+        }
     summary = {
+        "run_id": run_id,
         "records_in": records_in,
         "enriched": counts["enriched"],
         "dead_letters": counts["dead_letters"],
@@ -77,6 +87,15 @@ def build_summary(
         "output": spec.output,
     }
     summary["cost"] = cost_report(partitions, spec.cost_per_request)
+    if stopped:
+        done = summary["enriched"] + summary["dead_letters"]
+        summary.update(
+            budget_exhausted=True,
+            records_done=done,
+            records_left=records_in - done,
+            partitions_stopped=sorted(p.partition for p in stopped),
+        )
+        return summary
     if summary["records_in"] != summary["enriched"] + summary["dead_letters"]:
         raise RuntimeError(f"records_in != enriched + dead_letters in {summary}")
     return summary

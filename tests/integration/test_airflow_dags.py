@@ -76,6 +76,24 @@ def test_dags_test_enriches_the_day_end_to_end(tmp_path):
     assert "Failed to import plugin" not in log
 
 
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_spent_request_budget_fails_the_task_once_saying_what_is_left(tmp_path):
+    """The Airflow outcome of ``max_requests``: failed without automatic retries (a retry
+    would spend another budget at once), with a message that says how to resume."""
+    data = tmp_path / "data"
+    write_input(data / "input" / "2024-01-01" / "part.jsonl", [f"c{i:05d}" for i in range(300)])
+    with demo_api() as api:
+        env = airflow_env(tmp_path / "home", api.url, data, tmp_path / "snapshots")
+        init_airflow(env)
+        conf = json.dumps({"max_requests": 100})
+        result = airflow(env, "dags", "test", "enrich_customers", "2024-01-01", "--conf", conf)
+        calls = sum(api.calls_per_key().values())
+    log = result.stdout + result.stderr
+    assert "request budget spent: 100 of 300 records done, 200 left; clear this task" in log
+    assert calls == 100, "a retry spent the budget again"
+
+
 def test_the_plugin_registers_its_app_view_and_link_by_entry_point():
     from importlib.metadata import entry_points
     from types import SimpleNamespace
