@@ -38,7 +38,7 @@ from plugins.web.page import render_message, render_page
 from spark_jobs.asyncwait.watermark_valve import MIN_WATERMARK
 from spark_jobs.snapshots import NamespaceInfo, NamespaceKey, PartitionProgress, SnapshotStore
 from spark_jobs.snapshots.resume import NamespaceProgress
-from spark_jobs.summary import job_watermark
+from spark_jobs.summary import cost_report, job_watermark
 
 logger = logging.getLogger(__name__)
 
@@ -217,6 +217,7 @@ def namespace_json(store: SnapshotStore, info: NamespaceInfo, base: str) -> dict
             "watermark_utc": _utc(watermark),
             "last_committed_at": last_commit.isoformat() if last_commit else None,
             "summary": progress.describe(records_total),
+            "cost": cost_report(parts, None),
         },
         "partitions": [_partition_json(p) for p in parts],
         "links": _links(base, info.key),

@@ -87,8 +87,22 @@ def _watermark(value: int | None, utc: str | None) -> str:
     return f'<span title="{_text(value)} ms">{_text(utc or value)}</span>'
 
 
+def _cost(cost: Mapping[str, int]) -> str:
+    return (
+        f"{_count(cost['requests_made'])} API calls made · saved: "
+        f"{_count(cost['response_cache_hits'])} by the response cache, "
+        f"{_count(cost['coalesced_calls'])} by sharing identical requests, "
+        f"{_count(cost['calls_saved_by_resume'])} by resuming"
+    )
+
+
 def _partition_row(p: Mapping[str, Any]) -> str:
-    state = "finished" if p["finished"] else "running"
+    if p["finished"]:
+        state = "finished"
+    elif p["stats"].get("budget_exhausted"):
+        state = "budget spent"  # waits for a clear or the next run; not a failure
+    else:
+        state = "running"
     return (
         "<tr>"
         f"<td>part {p['partition']}</td>"
@@ -131,6 +145,7 @@ def _namespace_section(ns: Mapping[str, Any], editable: bool) -> str:
         {t["partition_count"]} partitions reported · combined watermark
         {_watermark(t["watermark"], t["watermark_utc"])} · last commit
         {_text(t["last_committed_at"])}</div>
+      <div class="muted">{_cost(t["cost"])}</div>
     </div>
     <div>{button} <span class="status muted"></span></div>
   </div>

@@ -175,7 +175,8 @@ def _run(env: dict[str, str], *args: str, timeout: float = 180) -> None:
 
 
 def _write_namespace(store: SnapshotStore, key: NamespaceKey) -> None:
-    """Two partitions: 0 finished (3 of 3), 1 running (2 results + 1 dead letter of 7)."""
+    """Two partitions: 0 finished (3 of 3), 1 stopped by its request budget (2 results +
+    1 dead letter of 7)."""
     store.write_job_record(key, {"fingerprint": "f", "inputs": {}, "enrichment": {"partitions": 2}})
     part = store.partition(key, 0)
     ref = part.write_segment(pa.table({"id": [1, 2, 3]}), kind="results", attempt="a0")
@@ -189,7 +190,7 @@ def _write_namespace(store: SnapshotStore, key: NamespaceKey) -> None:
             segments=[ref],
             watermark=W_FINISHED,
             records_total=3,
-            stats={"finished": True},
+            stats={"finished": True, "requests_made": 3, "response_cache_hits": 1},
         )
     )
     part = store.partition(key, 1)
@@ -206,7 +207,13 @@ def _write_namespace(store: SnapshotStore, key: NamespaceKey) -> None:
             segments=[results, dead],
             watermark=W_RUNNING,
             records_total=7,
-            stats={"finished": False},
+            stats={
+                "finished": False,
+                "budget_exhausted": True,
+                "requests_made": 5,
+                "replayed": 2,
+                "coalesced_calls": 1,
+            },
         )
     )
 
@@ -354,6 +361,12 @@ def test_viewer_lists_namespaces_with_progress(server: Server) -> None:
     assert totals["watermark"] == W_RUNNING
     assert totals["watermark_utc"] == "2025-11-20T00:00:00.000+00:00"
     assert totals["summary"] == "epoch 2: 6 of 10 records committed, 2 in flight"
+    assert totals["cost"] == {
+        "requests_made": 8,
+        "response_cache_hits": 1,
+        "coalesced_calls": 1,
+        "calls_saved_by_resume": 2,
+    }
     first, second = ns["partitions"]
     assert (first["partition"], first["done_rows"], first["records_total"]) == (0, 3, 3)
     assert (first["epoch"], first["in_flight"], first["finished"]) == (2, 0, True)
@@ -421,6 +434,8 @@ def test_page_shows_partition_progress_from_the_browser_cookie(server: Server) -
     assert "<td>3 / 7" in page  # partition 1
     assert "<td>6 / 10" in page  # namespace total
     assert "epoch 2: 6 of 10 records committed, 2 in flight" in page
+    assert "8 API calls made · saved: 1 by the response cache, 1 by sharing" in page
+    assert "<td>finished</td>" in page and "<td>budget spent</td>" in page
     assert "2025-11-20T00:00:00.000+00:00" in page  # combined watermark
     assert ">a1<" in page  # attempt
     assert INTERVAL in page
