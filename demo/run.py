@@ -1,10 +1,12 @@
-"""``make demo``: the daily DAG end to end on one machine, with a crash and a resume.
+"""``make demo``: the daily DAG end to end on one machine, with a crash, a resume, and a
+second day that pays only for new customers.
 
-Generates a day of customer events, starts the demo API on loopback and a real Airflow
-(api-server, scheduler, dag-processor; SQLite; Spark ``local[*]``), triggers the day's
-run, breaks the API once snapshots are committed so the first try fails, heals it, and
-lets Airflow's automatic retry resume from the snapshots. Shows progress while it runs
-and a summary at the end; stops everything it started.
+Generates two days of customer events (most customers come back on day 2), starts the
+demo API on loopback and a real Airflow (api-server, scheduler, dag-processor; SQLite;
+Spark ``local[*]``), triggers day 1, breaks the API once snapshots are committed so the
+first try fails, heals it, and lets Airflow's automatic retry resume from the snapshots.
+Then day 2 runs with the response cache day 1 filled. Shows progress while it runs and a
+summary of both days at the end; stops everything it started.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from spark_jobs.snapshots.resume import read_progress
 
 DAG = "enrich_customers"
 DAY = "2024-01-01"
+DAY_2 = "2024-01-02"
+COST_PER_REQUEST = 0.002  # what the demo pretends one API call costs, in dollars
 OUTAGE = {"outage_after_requests": 0, "outage_requests": 10**9}
 
 
@@ -44,6 +48,12 @@ class Demo:
         rows = generate_rows(self.rows, seed=7, duplicate_rate=0.05, bad_rows=3, date=DAY)
         write(rows, self.data / "input" / DAY / "events.jsonl", "jsonl")
         say(f"generated {self.rows} events for {DAY} (5% repeated ids, 3 bad rows)")
+        # Customer ids are numbered in order of first appearance: a tenth more events on
+        # day 2 brings back day 1's customers and adds about a tenth of new ones.
+        more = self.rows + self.rows // 10
+        rows = generate_rows(more, seed=8, duplicate_rate=0.05, date=DAY_2)
+        write(rows, self.data / "input" / DAY_2 / "events.jsonl", "jsonl")
+        say(f"generated {more} events for {DAY_2}: mostly the same customers")
 
     def progress(self, try_number: int) -> int:
         """One progress line, from the snapshots the Spark tasks commit (the namespace is
@@ -79,6 +89,9 @@ class Demo:
                 self.data,
                 self.snapshots,
                 spark_master="local[*]",
+                AIRFLOW_VAR_ENRICHMENT_CACHE_ROOT=str(self.workdir / "cache"),
+                AIRFLOW_VAR_ENRICHMENT_CACHE_TTL="7d",
+                AIRFLOW_VAR_ENRICHMENT_COST_PER_REQUEST=str(COST_PER_REQUEST),
             )
             init_airflow(env)
             say("starting Airflow (api-server, scheduler, dag-processor) ...")
@@ -95,17 +108,26 @@ class Demo:
                 )["dag_run_id"]
                 say(f"triggered {DAG} for {DAY} ({run_id}); Airflow UI: {af.url}")
                 self._crash_and_resume(api, af, run_id)
-                summary = af.request(
-                    "GET",
-                    f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances/enrich/xcomEntries/return_value",
-                )["value"]
-                summary = json.loads(summary) if isinstance(summary, str) else summary
+                summary = _summary(af, run_id)
                 summary["api_calls"] = api.get("/stats")["total"]
-        summary["rows_out"] = sum(
-            pq.read_metadata(f).num_rows
-            for kind in ("data", "dead_letters")
-            for f in (Path(summary["output"]) / kind).glob("*.parquet")
-        )
+                summary["day_2"] = self._second_day(api, af, summary["api_calls"])
+        summary["rows_out"] = _rows_written(summary["output"])
+        return summary
+
+    def _second_day(self, api, af, calls_before: int) -> dict[str, Any]:
+        run_id = af.request(
+            "POST",
+            f"/api/v2/dags/{DAG}/dagRuns",
+            {"logical_date": f"{DAY_2}T00:00:00Z", "conf": {"capacity": 20}},
+        )["dag_run_id"]
+        say(f"triggered {DAY_2}: day 1's answers are in the response cache")
+        while af.dag_run(DAG, run_id)["state"] not in ("success", "failed"):
+            time.sleep(0.5)
+        if af.dag_run(DAG, run_id)["state"] != "success":
+            raise SystemExit(f"make demo: day 2 failed; logs under {self.workdir / 'airflow'}")
+        summary = _summary(af, run_id)
+        summary["api_calls"] = api.get("/stats")["total"] - calls_before
+        summary["rows_out"] = _rows_written(summary["output"])
         return summary
 
     def _crash_and_resume(self, api, af, run_id: str) -> None:
@@ -142,6 +164,23 @@ class Demo:
             )
 
 
+def _summary(af, run_id: str) -> dict[str, Any]:
+    """The enrich task's return value (the job summary) from XCom."""
+    value = af.request(
+        "GET",
+        f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances/enrich/xcomEntries/return_value",
+    )["value"]
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _rows_written(output: str) -> int:
+    return sum(
+        pq.read_metadata(f).num_rows
+        for kind in ("data", "dead_letters")
+        for f in (Path(output) / kind).glob("*.parquet")
+    )
+
+
 def say(message: str) -> None:
     print(f"demo: {message}", flush=True)
 
@@ -160,8 +199,21 @@ def print_summary(summary: dict[str, Any], seconds: float) -> None:
             "throughput of the last try",
             f"{summary['records_in'] / max(summary['duration_s'], 1e-6):.0f} records/s",
         ),
-        ("demo wall time", f"{seconds:.0f} s"),
         ("output", summary["output"]),
+    ]
+    day_2 = summary["day_2"]
+    cost = day_2["cost"]
+    rows += [
+        (f"day 2 ({DAY_2}) records", day_2["records_in"]),
+        ("day 2 exactly once", "yes" if day_2["rows_out"] == day_2["records_in"] else "NO"),
+        (
+            "day 2 API calls",
+            f"{day_2['api_calls']} ({day_2['api_calls'] / day_2['records_in']:.0%} of its records)",
+        ),
+        ("day 2 answered by the response cache", cost["response_cache_hits"]),
+        ("day 2 estimated cost", f"${cost['estimated_cost']:.2f} at ${COST_PER_REQUEST}/call"),
+        ("day 2 estimated saving", f"${cost['estimated_saving']:.2f}"),
+        ("demo wall time", f"{seconds:.0f} s"),
     ]
     width = max(len(name) for name, _ in rows)
     print("\n" + "-" * (width + 40))
@@ -183,8 +235,11 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     summary = Demo(Path(args.workdir), args.rows).run()
     print_summary(summary, time.monotonic() - started)
+    day_2 = summary["day_2"]
     exactly_once = summary["records_in"] == summary["rows_out"]
-    return 0 if exactly_once and summary["resumed"] else 1
+    exactly_once = exactly_once and day_2["records_in"] == day_2["rows_out"]
+    cached = day_2["api_calls"] < day_2["records_in"] / 2
+    return 0 if exactly_once and summary["resumed"] and cached else 1
 
 
 if __name__ == "__main__":
