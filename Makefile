@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 COMPOSE ?= docker compose
 
-.PHONY: install test test-unit lint demo bench bench-operator bench-http bench-reliability constraints up down clean
+.PHONY: install test test-unit lint dist demo bench bench-operator bench-http bench-reliability constraints up down clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,17 @@ test: $(STAMP)
 
 test-unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit
+
+# What a cluster needs (README "Scale-out"): the wheel, for Airflow deployments
+# (pip install 'resumable-enrichment[airflow]'), and the job's runtime as one PEX file for
+# executors that have none of it (spark-submit --files dist/enrich_env.pex, or the job's
+# --ship-env). fallback: Spark's own pyspark and py4j still come from PYTHONPATH.
+dist: $(STAMP)
+	rm -rf dist && mkdir -p dist
+	$(PY) -m pip wheel --quiet --no-deps --wheel-dir dist .
+	$(VENV)/bin/pex dist/resumable_enrichment-*.whl s3fs --constraints constraints.txt \
+		--inherit-path=fallback --output-file dist/enrich_env.pex
+	ls -l dist
 
 # The daily DAG end to end on embedded defaults: a crash mid-run and a resume.
 demo: $(STAMP)

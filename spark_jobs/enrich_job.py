@@ -24,6 +24,7 @@ from typing import Any
 import fsspec
 import pyarrow as pa
 
+from spark_jobs.executor_check import ExecutorEnvironmentError, check_executors
 from spark_jobs.job_spec import JobSpec, SpecError, parse_args
 from spark_jobs.progress import ProgressReporter
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
@@ -54,10 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as error:
         print(f"enrich_job: error: {error}", file=sys.stderr)
         return 2
-    spark = _spark_session()
+    spark = _spark_session(spec.ship_env)
     try:
+        check_executors(spark)
         summary = run(spark, spec)
-    except (SpecError, ResumeRefusedError) as error:
+    except (SpecError, ResumeRefusedError, ExecutorEnvironmentError) as error:
         print(f"enrich_job: error: {error}", file=sys.stderr)
         return 3
     finally:
@@ -173,13 +175,21 @@ def _check_java() -> None:
         )
 
 
-def _spark_session():
+def _spark_session(ship_env: str | None):
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
-    # Without this Spark's Python workers start `python3` from PATH and miss every package.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName("enrich_job")
+    if ship_env:
+        # The PEX travels with the job (into every executor's working directory) and is
+        # the executors' Python: it holds the job's packages, Spark adds its own.
+        pex = os.path.abspath(ship_env)
+        shipped = ",".join(filter(None, [SparkConf().get("spark.files", ""), pex]))
+        builder = builder.config("spark.files", shipped)
+        os.environ["PYSPARK_PYTHON"] = f"./{os.path.basename(ship_env)}"
+    else:
+        # Without this Spark's Python workers start `python3` from PATH and miss every package.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if not SparkConf().contains("spark.master"):  # python -m, not spark-submit
         builder = builder.master(os.environ.get("SPARK_MASTER", "local[*]"))
     spark = builder.getOrCreate()

@@ -99,6 +99,9 @@ class JobSpec:
     """Request budget of one run, split evenly across partitions; None for no limit."""
     run_id: str | None = None
     """Names this run (the request budget is per run); a random one when None."""
+    ship_env: str | None = None
+    """The packed runtime (``make dist``: ``dist/enrich_env.pex``) for executors that lack
+    the job's packages: shipped with the job and run as the executors' Python."""
 
     def __post_init__(self) -> None:
         _check(
@@ -157,6 +160,16 @@ class JobSpec:
                 self.http_config()
             except (TypeError, ValueError) as error:
                 raise SpecError(f"http: {error}") from None
+
+    def check_driver_files(self) -> None:
+        """Files only the driver reads (executors get the spec too, without them)."""
+        if self.ship_env is None:
+            return
+        _check(
+            Path(self.ship_env).is_file() and self.ship_env.endswith(".pex"),
+            "ship_env",
+            f"expected the .pex file built by `make dist`, got {self.ship_env!r}",
+        )
 
     def _check_cost_options(self) -> None:
         if self.max_requests is not None:
@@ -398,6 +411,12 @@ def build_parser() -> argparse.ArgumentParser:
     add("--cost-per-request", type=float, help="price of one call, for the summary's estimate")
     add("--run-id", help="name of this run in the summary (default: random)")
     add(
+        "--ship-env",
+        metavar="PEX",
+        help="the packed runtime from `make dist` (dist/enrich_env.pex) for executors that "
+        "lack the job's packages (YARN, Kubernetes, a bare standalone cluster)",
+    )
+    add(
         "--max-requests",
         type=int,
         help="request budget of this run (split across partitions): once spent, the job "
@@ -423,7 +442,9 @@ def parse_args(argv: list[str] | None = None) -> JobSpec:
     if "response_fields" in args:
         args["response_fields"] = dict(parse_response_field(f) for f in args["response_fields"])
     values.update(args)
-    return JobSpec.from_mapping(values, source=spec_path or "command line")
+    spec = JobSpec.from_mapping(values, source=spec_path or "command line")
+    spec.check_driver_files()
+    return spec
 
 
 def load_spec_file(path: str) -> dict[str, Any]:

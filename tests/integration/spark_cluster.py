@@ -19,12 +19,15 @@ from demo.stack import free_port
 SPARK_HOME = Path(pyspark.__file__).parent
 
 
-def _spark_class(main: str, *args: str, host: str, log: Path) -> subprocess.Popen:
+def _spark_class(
+    main: str, *args: str, host: str, log: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen:
     env = {
         **os.environ,
         "SPARK_HOME": str(SPARK_HOME),
         "SPARK_LOCAL_IP": host,
         "PYSPARK_PYTHON": sys.executable,
+        **(env or {}),
     }
     return subprocess.Popen(
         [str(SPARK_HOME / "bin" / "spark-class"), main, *args],
@@ -36,8 +39,11 @@ def _spark_class(main: str, *args: str, host: str, log: Path) -> subprocess.Pope
 
 
 @contextmanager
-def standalone_cluster(tmp: Path, workers: int = 2, cores: int = 1):
-    """Yields the master URL once every worker has registered; stops everything after."""
+def standalone_cluster(
+    tmp: Path, workers: int = 2, cores: int = 1, worker_env: dict[str, str] | None = None
+):
+    """Yields the master URL once every worker has registered; stops everything after.
+    ``worker_env`` overrides the workers' environment (and so their executors')."""
     port, ui_port = free_port(), free_port()
     processes = [
         _spark_class(
@@ -72,6 +78,7 @@ def standalone_cluster(tmp: Path, workers: int = 2, cores: int = 1):
                     master,
                     host=host,
                     log=tmp / f"worker{number}.log",
+                    env=worker_env,
                 )
             )
         deadline = time.monotonic() + 90

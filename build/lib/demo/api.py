@@ -1,0 +1,445 @@
+"""Demo enrichment API: a deterministic customer lookup service with injectable faults.
+
+The enrichment pipeline needs an upstream to call in demos, tests and benchmarks that
+is (a) deterministic, so enriched output can be checked, and (b) breakable on demand,
+so retries, throttling, outages and resumption can be shown working. Run it with
+``python -m demo.api --port 8080 [knobs]`` or in-process with :func:`run_demo_api`.
+
+Endpoints:
+
+* ``GET /customers/{id}`` - synthetic record, identical for the same id on every run;
+  ids starting with ``missing`` give 404.
+* ``POST /customers/batch`` with ``{"ids": [...]}`` - ``{"results": [...]}`` in request
+  order; unknown ids appear in place as ``{"id": ..., "error": "not found"}``.
+* ``GET /stats``, ``POST /stats/reset`` - what the customer endpoints have seen.
+* ``GET /faults``, ``POST /faults`` (knob overrides), ``DELETE /faults`` (back to the
+  startup knobs) - break and heal a running server.
+* ``GET /health`` - liveness, never counted, never faulted, never authenticated.
+
+Auth (``--token-env``) and faults apply to the customer endpoints only: the control
+endpoints belong to the test harness, not to the simulated upstream.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import errno
+import hmac
+import logging
+import os
+import random
+import signal
+import sys
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from aiohttp import web
+
+from demo.faults import LATENCY_DISTRIBUTIONS, DemoConfig, FaultInjector, Outcome, stable_seed
+from demo.wire_faults import WIRE_FAULTS as _WIRE_FAULTS
+
+logger = logging.getLogger("demo.api")
+
+_SEGMENTS = ("consumer", "smb", "enterprise", "public_sector")
+_FIRST_NAMES = ("Ada", "Grace", "Alan", "Edsger", "Barbara", "Donald", "Frances", "Ken")
+_LAST_NAMES = ("Lovelace", "Hopper", "Turing", "Dijkstra", "Liskov", "Knuth", "Allen")
+_CITIES = {
+    "DE": ("Berlin", "Hamburg", "Munich"),
+    "FR": ("Paris", "Lyon", "Marseille"),
+    "GB": ("London", "Manchester", "Leeds"),
+    "US": ("New York", "Chicago", "Austin"),
+    "JP": ("Tokyo", "Osaka", "Sapporo"),
+}
+_SLOW_BODY_CHUNKS = 10
+
+# A customer handler parses the request and answers it as a healthy server would; the
+# shared wrapper then applies auth, faults and stats. It returns the ids the request
+# asked for (for per-key stats and the fault key) with that healthy response.
+Answer = tuple[list[str], web.Response]
+AnswerFn = Callable[[web.Request], Awaitable[Answer]]
+
+
+def customer_record(customer_id: str) -> dict[str, Any]:
+    """Synthetic customer data that depends only on the id (stable across processes)."""
+    rng = random.Random(stable_seed("customer", customer_id))
+    country = rng.choice(sorted(_CITIES))
+    return {
+        "id": customer_id,
+        "name": f"{rng.choice(_FIRST_NAMES)} {rng.choice(_LAST_NAMES)}",
+        "segment": rng.choice(_SEGMENTS),
+        "score": round(rng.random(), 4),
+        "country": country,
+        "address": {
+            "city": rng.choice(_CITIES[country]),
+            "postcode": f"{rng.randrange(10**5):05d}",
+        },
+    }
+
+
+def _lookup(customer_id: str) -> dict[str, Any] | None:
+    return None if customer_id.startswith("missing") else customer_record(customer_id)
+
+
+class Stats:
+    """Counts of customer requests since start or the last reset.
+
+    ``total`` and ``by_status`` count HTTP requests, so a batch counts once; ``per_key``
+    counts ids, so a batch adds one for each id it names - that is what tells a test
+    whether the pipeline asked for a key again. Requests rejected by auth count in
+    ``total``/``by_status`` but not ``per_key`` (their body is never read). Connections
+    broken at the wire level are counted under the fault's name instead of a status:
+    ``"dropped"``, ``"stall"``, ``"bad_chunk"``, ``"truncated"`` or ``"reset"``.
+    """
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.total = 0
+        self.per_key: Counter[str] = Counter()
+        self.by_status: Counter[str] = Counter()
+
+    def record(self, status: int | str, ids: Iterable[str]) -> None:
+        self.total += 1
+        self.by_status[str(status)] += 1
+        self.per_key.update(ids)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "total": self.total,
+            "per_key": dict(self.per_key),
+            "by_status": dict(self.by_status),
+        }
+
+
+@dataclasses.dataclass
+class _State:
+    """Per-app mutable state; ``faults`` is replaced whenever the knobs change."""
+
+    startup_config: DemoConfig
+    token: str | None
+    faults: FaultInjector
+    stats: Stats
+
+
+_STATE = web.AppKey("demo_state", _State)
+
+
+def build_app(config: DemoConfig) -> web.Application:
+    """The demo API as an aiohttp application.
+
+    Raises ValueError when ``config.token_env`` names an unset or empty variable: a
+    server that silently accepted everything would hide a broken demo setup.
+    """
+    app = web.Application()
+    app[_STATE] = _State(config, _expected_token(config), FaultInjector(config), Stats())
+    app.router.add_get("/health", _health)
+    app.router.add_get("/customers/{id}", _customer_endpoint(_get_customer))
+    app.router.add_post("/customers/batch", _customer_endpoint(_post_batch))
+    app.router.add_get("/stats", _get_stats)
+    app.router.add_post("/stats/reset", _reset_stats)
+    app.router.add_get("/faults", _get_faults)
+    app.router.add_post("/faults", _post_faults)
+    app.router.add_delete("/faults", _delete_faults)
+    return app
+
+
+def _expected_token(config: DemoConfig) -> str | None:
+    """Read the token from the environment: command lines are visible to every local user."""
+    if config.token_env is None:
+        return None
+    token = os.environ.get(config.token_env)
+    if not token:
+        raise ValueError(f"environment variable {config.token_env} (from --token-env) is not set")
+    return token
+
+
+async def _health(_: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+async def _get_customer(request: web.Request) -> Answer:
+    customer_id = request.match_info["id"]
+    record = _lookup(customer_id)
+    if record is None:
+        return [customer_id], web.json_response(
+            {"id": customer_id, "error": "not found"}, status=404
+        )
+    return [customer_id], web.json_response(record)
+
+
+async def _post_batch(request: web.Request) -> Answer:
+    try:
+        payload = await request.json()
+    except ValueError:
+        payload = None
+    ids = payload.get("ids") if isinstance(payload, dict) else None
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        return [], web.json_response({"error": 'body must be {"ids": [string, ...]}'}, status=400)
+    results = [_lookup(i) or {"id": i, "error": "not found"} for i in ids]
+    return ids, web.json_response({"results": results})
+
+
+def _customer_endpoint(answer: AnswerFn) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    """Wrap a customer handler with auth, then the request's fate, then stats."""
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        state = request.app[_STATE]
+        if not _authorized(request, state.token):
+            state.stats.record(401, ())
+            return web.json_response(
+                {"error": "missing or invalid bearer token"},
+                status=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        ids, response = await answer(request)
+        config = state.faults.config  # the knobs may change while this request sleeps
+        fate = state.faults.decide(" ".join([request.method, request.path, *ids]))
+        if fate.latency_s:
+            await asyncio.sleep(fate.latency_s)
+        if fate.outcome in _WIRE_FAULTS:
+            state.stats.record(fate.outcome.value, ids)
+            return await _WIRE_FAULTS[fate.outcome](request, response)
+        if fate.outcome is Outcome.OUTAGE:
+            response = web.json_response({"error": "service unavailable"}, status=503)
+        elif fate.outcome is Outcome.THROTTLE:
+            response = web.json_response(
+                {"error": "too many requests"},
+                status=429,
+                headers={"Retry-After": str(config.retry_after_s)},
+            )
+        elif fate.outcome is Outcome.ERROR:
+            response = web.json_response({"error": "internal server error"}, status=500)
+        elif fate.outcome is Outcome.BAD_REQUEST:
+            response = web.json_response({"error": "bad request"}, status=400)
+        elif fate.outcome is Outcome.CUT_JSON:
+            body = response.body
+            assert isinstance(body, bytes)
+            response = web.Response(body=body[: len(body) // 2], content_type="application/json")
+        state.stats.record(response.status, ids)
+        if fate.outcome is Outcome.SLOW_BODY:
+            return await _trickle(request, response, config.slow_body_s)
+        return response
+
+    return handler
+
+
+def _authorized(request: web.Request, token: str | None) -> bool:
+    if token is None:
+        return True
+    scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
+    # compare_digest: the time taken must not reveal how much of the token matched.
+    return scheme.lower() == "bearer" and hmac.compare_digest(credentials.encode(), token.encode())
+
+
+async def _trickle(
+    request: web.Request, response: web.Response, duration_s: float
+) -> web.StreamResponse:
+    """Send the headers now and the body over ``duration_s``, like an overloaded upstream.
+
+    This is what exercises a client's total/read timeouts as opposed to connect timeouts.
+    """
+    body = response.body
+    assert isinstance(body, bytes)  # json_response always holds encoded bytes
+    stream = web.StreamResponse(status=response.status, headers=response.headers)
+    stream.content_length = len(body)
+    await stream.prepare(request)
+    size = -(-len(body) // _SLOW_BODY_CHUNKS)  # ceiling division
+    chunks = [body[i : i + size] for i in range(0, len(body), size)]
+    try:
+        for chunk in chunks:
+            await asyncio.sleep(duration_s / len(chunks))
+            await stream.write(chunk)
+    except ConnectionResetError:
+        pass  # the client gave up (typically its own timeout); nothing left to do
+    return stream
+
+
+async def _get_stats(request: web.Request) -> web.Response:
+    return web.json_response(request.app[_STATE].stats.snapshot())
+
+
+async def _reset_stats(request: web.Request) -> web.Response:
+    stats = request.app[_STATE].stats
+    stats.reset()
+    return web.json_response(stats.snapshot())
+
+
+async def _get_faults(request: web.Request) -> web.Response:
+    return web.json_response({"knobs": request.app[_STATE].faults.config.knobs()})
+
+
+async def _post_faults(request: web.Request) -> web.Response:
+    """Apply knob overrides on top of the current knobs; starts a new fault epoch."""
+    state = request.app[_STATE]
+    try:
+        overrides = await request.json()
+        if not isinstance(overrides, dict):
+            raise ValueError("body must be a JSON object of knob overrides")
+        config = state.faults.config.with_overrides(overrides)
+    except ValueError as exc:
+        return web.json_response({"error": str(exc)}, status=400)
+    return _set_faults(state, config)
+
+
+async def _delete_faults(request: web.Request) -> web.Response:
+    """Heal the server: back to the knobs it was started with."""
+    state = request.app[_STATE]
+    return _set_faults(state, state.startup_config)
+
+
+def _set_faults(state: _State, config: DemoConfig) -> web.Response:
+    state.faults = FaultInjector(config)
+    logger.info("knobs changed: %s", _describe_knobs(config))
+    return web.json_response({"knobs": config.knobs()})
+
+
+def _describe_knobs(config: DemoConfig) -> str:
+    """The knobs that differ from the defaults, for the one log line per change."""
+    defaults = DemoConfig()
+    active = [
+        f"{name}={value}"
+        for name, value in config.knobs().items()
+        if value != getattr(defaults, name)
+    ]
+    if config.token_env is not None:
+        active.append(f"auth=bearer token from ${config.token_env}")
+    return " ".join(active) or "all knobs off"
+
+
+@asynccontextmanager
+async def run_demo_api(
+    config: DemoConfig, host: str = "127.0.0.1", port: int = 0
+) -> AsyncIterator[str]:
+    """Serve the demo API in the running event loop; yields the base URL.
+
+    ``port=0`` lets the OS pick a free port, so parallel tests never collide.
+    """
+    async with _serving(build_app(config), host, port) as base_url:
+        yield base_url
+
+
+@asynccontextmanager
+async def _serving(app: web.Application, host: str, port: int) -> AsyncIterator[str]:
+    # No access log: one line per request would drown the pipeline's own output.
+    # A short shutdown timeout: in-flight demo requests are not worth waiting for.
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+        bound_port = runner.addresses[0][1]
+        base_url = f"http://{f'[{host}]' if ':' in host else host}:{bound_port}"
+        logger.info("listening on %s; %s", base_url, _describe_knobs(app[_STATE].startup_config))
+        yield base_url
+    finally:
+        await runner.cleanup()
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m demo.api",
+        description="Demo enrichment API with injectable latency and faults. "
+        "All knobs default to off; rates are fractions in [0, 1].",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="default: %(default)s")
+    parser.add_argument("--port", type=int, default=8080, help="default: %(default)s")
+    # SUPPRESS: an absent flag leaves the field out, so DemoConfig's defaults apply.
+    knobs = parser.add_argument_group("knobs", "also changeable at runtime via POST /faults")
+    knob = dict(default=argparse.SUPPRESS)
+    knobs.add_argument("--latency-ms", type=float, help="added latency per request", **knob)
+    knobs.add_argument(
+        "--latency-dist",
+        choices=LATENCY_DISTRIBUTIONS,
+        help="fixed: exactly latency-ms; uniform: mean latency-ms; lognormal: median latency-ms",
+        **knob,
+    )
+    knobs.add_argument("--error-rate", type=float, help="fraction answered 500", **knob)
+    knobs.add_argument("--rate-429", type=float, help="fraction answered 429", **knob)
+    knobs.add_argument("--retry-after-s", type=int, help="Retry-After on 429s (1)", **knob)
+    knobs.add_argument(
+        "--outage-after-requests",
+        type=int,
+        metavar="N",
+        help="503 from request N (0-based)",
+        **knob,
+    )
+    knobs.add_argument(
+        "--outage-requests", type=int, metavar="M", help="... for M requests", **knob
+    )
+    knobs.add_argument(
+        "--outage-start-s", type=float, metavar="A", help="503 from A seconds after start", **knob
+    )
+    knobs.add_argument(
+        "--outage-duration-s", type=float, metavar="D", help="... for D seconds", **knob
+    )
+    knobs.add_argument(
+        "--drop-rate", type=float, help="fraction whose connection is closed unanswered", **knob
+    )
+    knobs.add_argument(
+        "--slow-body-rate", type=float, help="fraction whose body is sent slowly", **knob
+    )
+    knobs.add_argument("--slow-body-s", type=float, help="seconds to send a slow body", **knob)
+    for name, help_text in (
+        ("stall-rate", "fraction answered with headers, then silence (connection left open)"),
+        ("bad-chunk-rate", "fraction answered with a malformed chunked body (left open)"),
+        ("truncated-rate", "fraction whose body stops short of its Content-Length"),
+        ("reset-rate", "fraction whose connection is reset (TCP RST)"),
+        ("bad-request-rate", "fraction of records answered 400 on every call"),
+        ("cut-json-rate", "fraction of records answered 200 with cut-off JSON on every call"),
+    ):
+        knobs.add_argument(f"--{name}", type=float, help=help_text, **knob)
+    knobs.add_argument(
+        "--fault-attempts",
+        type=int,
+        metavar="N",
+        help="0 (default): faults drawn per call; N: drawn per record, hitting its first N "
+        "calls, then it succeeds",
+        **knob,
+    )
+    knobs.add_argument("--seed", type=int, help="seed for the random faults (0)", **knob)
+    knobs.add_argument(
+        "--token-env",
+        metavar="NAME",
+        help="require 'Authorization: Bearer <token>', the token read from env var NAME",
+        **knob,
+    )
+    return parser
+
+
+async def _serve_until_signalled(app: web.Application, host: str, port: int) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    async with _serving(app, host, port):
+        await stop.wait()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry point; returns the exit status (2 for bad arguments or an unusable port)."""
+    parser = _parser()
+    args = vars(parser.parse_args(argv))
+    host, port = args.pop("host"), args.pop("port")
+    try:
+        app = build_app(DemoConfig(**args))
+    except ValueError as exc:
+        parser.error(str(exc))
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s", stream=sys.stderr)
+    try:
+        asyncio.run(_serve_until_signalled(app, host, port))
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            print(f"demo.api: port {port} on {host} is already in use", file=sys.stderr)
+        else:
+            reason = exc.strerror or exc
+            print(f"demo.api: cannot listen on {host}:{port}: {reason}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,258 @@
+"""Starting the pieces of the demo on loopback: the demo API as its own process and a real
+Airflow (api-server, scheduler with the LocalExecutor, dag-processor) with a project-local
+AIRFLOW_HOME on SQLite. Used by ``make demo`` and by the integration tests alike."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class DemoApiProcess:
+    """The demo API as its own process, with /stats and /faults helpers."""
+
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "demo.api", "--port", str(self.port), *args],
+            cwd=ROOT,
+            env={**os.environ, **(env or {})},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                self.get("/health")
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("demo API did not start")
+
+    def get(self, path: str) -> Any:
+        with urllib.request.urlopen(self.url + path, timeout=5) as response:
+            return json.loads(response.read())
+
+    def post(self, path: str, body: dict | None = None, method: str = "POST") -> Any:
+        request = urllib.request.Request(
+            self.url + path,
+            data=json.dumps(body or {}).encode(),
+            headers={"Content-Type": "application/json"},
+            method=method,
+        )
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return json.loads(response.read() or b"{}")
+
+    def heal(self) -> None:
+        """Back to the knobs the server started with (ends an injected outage)."""
+        self.post("/faults", method="DELETE")
+
+    def calls_per_key(self) -> Counter:
+        return Counter(self.get("/stats")["per_key"])
+
+    def settled_calls(self) -> int:
+        """Total calls once requests of a killed client still in the server are counted."""
+        last = -1
+        while True:
+            total = sum(self.calls_per_key().values())
+            if total == last:
+                return total
+            last = total
+            time.sleep(0.3)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+
+
+@contextmanager
+def demo_api(*args: str, env: dict[str, str] | None = None):
+    api = DemoApiProcess(*args, env=env)
+    try:
+        yield api
+    finally:
+        api.stop()
+
+
+def airflow_env(
+    home: Path,
+    api_url: str,
+    data_root: Path,
+    snapshot_root: Path,
+    *,
+    api_token: str = "s3cr3t-token",
+    spark_master: str = "local[2]",
+    **extra: str,
+) -> dict[str, str]:
+    """Airflow configured as users configure it: connections and variables from the
+    environment (``AIRFLOW_CONN_*``, ``AIRFLOW_VAR_*``), the API token in the connection."""
+    (home / "plugins").mkdir(parents=True, exist_ok=True)  # the plugin comes by entry point
+    host, port = api_url.removeprefix("http://").split(":")
+    return {
+        **os.environ,
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(home / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
+        "AIRFLOW_CONN_SPARK_ENRICH": json.dumps({"conn_type": "spark", "host": spark_master}),
+        "AIRFLOW_CONN_ENRICHMENT_API": json.dumps(
+            {
+                "conn_type": "http",
+                "host": host,
+                "port": int(port),
+                "schema": "http",
+                "password": api_token,
+            }
+        ),
+        "AIRFLOW_VAR_ENRICHMENT_DATA_ROOT": str(data_root),
+        "AIRFLOW_VAR_ENRICHMENT_SNAPSHOT_ROOT": str(snapshot_root),
+        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYSPARK_PYTHON": sys.executable,
+        **extra,
+    }
+
+
+def airflow(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(BIN / "airflow"), *args],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def init_airflow(env: dict[str, str]) -> None:
+    """Create the metadata database and the pool that caps concurrent API load."""
+    for command in (("db", "migrate"), ("pools", "set", "enrichment_api", "4", "API load")):
+        result = airflow(env, *command)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+class AirflowServices:
+    def __init__(self, env: dict[str, str], home: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {
+            **env,
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__PARALLELISM": "4",
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
+            "AIRFLOW__API__PORT": str(self.port),
+            "AIRFLOW__API_AUTH__JWT_SECRET": "test-secret-for-jwt-signing-at-least-32-bytes-long",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "300",
+        }
+        self.home = home
+        self.processes: list[subprocess.Popen] = []
+
+    def start(self) -> None:
+        for name, args in (
+            ("api-server", ["api-server", "--port", str(self.port), "--host", "127.0.0.1"]),
+            ("scheduler", ["scheduler"]),
+            ("dag-processor", ["dag-processor"]),
+        ):
+            log = (self.home / f"{name}.log").open("w")
+            self.processes.append(
+                subprocess.Popen(
+                    [str(BIN / "airflow"), *args],
+                    env=self.env,
+                    cwd=ROOT,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
+        self.wait_for(lambda: self.request("GET", "/api/v2/monitor/health"), 120, "api-server")
+
+    def stop(self) -> None:
+        """Stop each service with its children (LocalExecutor workers, log server, Spark)."""
+        for process in self.processes:
+            _signal_group(process, signal.SIGTERM)
+        for process in self.processes:
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                _signal_group(process, signal.SIGKILL)
+                process.wait(10)
+        for process in self.processes:  # orphans left in the group after the leader exited
+            _signal_group(process, signal.SIGKILL)
+
+    def logs(self) -> str:
+        return "\n".join(
+            f"--- {path.name}\n{path.read_text()[-4000:]}"
+            for path in sorted(self.home.glob("*.log"))
+        )
+
+    def request(self, method: str, path: str, body: Any = None) -> Any:
+        request = urllib.request.Request(
+            self.url + path,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+            method=method,
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            payload = response.read()
+        return json.loads(payload) if payload else None
+
+    @staticmethod
+    def wait_for(check, timeout: float, what: str, interval: float = 1.0) -> Any:
+        deadline = time.monotonic() + timeout
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            try:
+                result = check()
+                if result:
+                    return result
+            except (OSError, urllib.error.HTTPError, KeyError) as error:
+                last_error = error
+            time.sleep(interval)
+        raise TimeoutError(f"timed out waiting for {what} (last error: {last_error})")
+
+    def task_instance(self, dag_id: str, run_id: str, task_id: str) -> dict:
+        return self.request(
+            "GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}"
+        )
+
+    def dag_run(self, dag_id: str, run_id: str) -> dict:
+        return self.request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")
+
+
+def _signal_group(process: subprocess.Popen, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, sig)
+
+
+@contextmanager
+def airflow_services(env: dict[str, str], home: Path):
+    services = AirflowServices(env, home)
+    try:
+        services.start()
+        yield services
+    finally:
+        services.stop()

@@ -1,0 +1,42 @@
+"""Force a fresh start: delete a task run's snapshot namespace."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import BaseOperator
+
+from plugins.namespace import snapshot_root
+from spark_jobs.snapshots import NamespaceKey, SnapshotStore
+
+
+class DiscardSnapshotsOperator(BaseOperator):
+    """Discard the snapshots of ``target_task_id`` for this DAG run's data interval (or
+    ``interval_start``), so its next run starts from zero."""
+
+    template_fields = ("target_task_id", "interval_start", "snapshot_root")
+
+    def __init__(
+        self,
+        *,
+        target_task_id: str,
+        interval_start: str | None = None,
+        snapshot_root: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.target_task_id = target_task_id
+        self.interval_start = interval_start
+        self.snapshot_root = snapshot_root
+
+    def execute(self, context: Any) -> bool:
+        interval = self.interval_start or context["data_interval_start"].isoformat()
+        key = NamespaceKey(context["ti"].dag_id, self.target_task_id, interval)
+        store = SnapshotStore(snapshot_root(self.snapshot_root))
+        discarded = store.discard(key)
+        self.log.info(
+            "%s snapshots of %s",
+            "discarded" if discarded else "found no",
+            store.namespace_path(key),
+        )
+        return discarded

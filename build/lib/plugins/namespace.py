@@ -1,0 +1,35 @@
+"""Where a task instance's snapshots live: one namespace per (dag, task, data interval).
+
+Scheduled runs, backfills and manual clears of the same data interval resolve to the same
+namespace, so each resumes where the last try stopped; a mapped task gets one per index.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import Variable
+
+from spark_jobs.snapshots import NamespaceKey
+
+SNAPSHOT_ROOT_VARIABLE = "enrichment_snapshot_root"
+
+
+def namespace_key(context: Any) -> NamespaceKey:
+    ti = context["ti"]
+    task_id = (
+        ti.task_id if ti.map_index is None or ti.map_index < 0 else f"{ti.task_id}.{ti.map_index}"
+    )
+    interval_start = context["data_interval_start"] or context["logical_date"]
+    return NamespaceKey(ti.dag_id, task_id, interval_start.isoformat())
+
+
+def snapshot_root(explicit: str | None) -> str:
+    """The operator's ``snapshot_root``, else the ``enrichment_snapshot_root`` Variable."""
+    root = explicit or Variable.get(SNAPSHOT_ROOT_VARIABLE, default=None)
+    if not root:
+        raise ValueError(
+            "no snapshot root: pass snapshot_root= or set the Airflow Variable "
+            f"{SNAPSHOT_ROOT_VARIABLE} (e.g. AIRFLOW_VAR_ENRICHMENT_SNAPSHOT_ROOT=s3://bucket/snaps)"
+        )
+    return root

@@ -1,0 +1,23 @@
+"""The Airflow plugin: registered through the ``airflow.plugins`` entry point."""
+
+from __future__ import annotations
+
+from airflow.plugins_manager import AirflowPlugin
+
+from plugins.links import SnapshotProgressLink
+from plugins.urls import URL_PREFIX
+from plugins.web import app
+
+
+class ResumableEnrichmentPlugin(AirflowPlugin):
+    name = "resumable_enrichment"
+    fastapi_apps = [{"app": app, "url_prefix": URL_PREFIX, "name": "Enrichment snapshots"}]
+    external_views = [
+        {
+            "name": "Enrichment snapshots",
+            "href": f"{URL_PREFIX}/",
+            "destination": "nav",
+            "category": "browse",
+        }
+    ]
+    operator_extra_links = [SnapshotProgressLink()]

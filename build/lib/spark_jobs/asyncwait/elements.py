@@ -1,0 +1,59 @@
+"""Stream elements that flow through the operator: watermarks in, results and failures out.
+
+Records themselves are any user object; only the operator's outputs need a type, so a
+consumer can tell a result from a failure from a watermark with ``isinstance``.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+#: The watermark emitted at end of input (Flink's ``Long.MAX_VALUE``): "no more data".
+MAX_WATERMARK = 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Watermark:
+    """An event-time boundary: no record after it carries a timestamp <= ``timestamp``."""
+
+    timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """A record whose call completed: ``value`` is what the async function returned."""
+
+    record: Any
+    value: Any
+    attempts: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A record whose call ultimately failed (retries exhausted, permanent error, timeout).
+
+    ``error`` is ``"ExceptionType: message"`` rather than the exception object, so that a
+    failure is plain data: it can go to dead letters and into snapshots unchanged.
+    ``transient`` says the last error was worth retrying (the budget ran out, or the
+    record timed out) as opposed to a permanent error.
+    """
+
+    record: Any
+    error: str
+    attempts: int
+    transient: bool = False
+
+
+class StreamStatus(enum.Enum):
+    """Whether a channel currently produces data; idle channels do not hold watermarks back."""
+
+    ACTIVE = "active"
+    IDLE = "idle"
+
+
+def describe_error(error: BaseException) -> str:
+    """Render an exception as the ``error`` text of a :class:`Failure`."""
+    message = str(error)
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__

@@ -1,0 +1,273 @@
+"""The async wait operator: Flink's ``AsyncWaitOperator`` on asyncio.
+
+Up to ``capacity`` queue entries (records in flight or waiting to be emitted, and
+watermarks) exist at once; the source is not read further until one is emitted
+(back-pressure). Each record's call runs as its own task with its retries inside a single
+per-record timeout. Outputs leave through the queue: in input order (``ordered``) or in
+completion order within watermark boundaries (``unordered``). Every record yields exactly
+one output, a :class:`Result` or a :class:`Failure`; the operator itself never fails
+because a call did.
+
+The run loop is the emitter: Flink hands results to a separate emitter thread, here the
+consumer of ``run()`` pulls them, so emitting never races with snapshots.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections import deque
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from time import perf_counter
+from typing import Any, Literal
+
+from .elements import MAX_WATERMARK, Failure, Result, Watermark, describe_error
+from .metrics import OperatorMetrics
+from .ordered_queue import OrderedQueue
+from .queue_entry import QueueEntry, RecordEntry, WatermarkEntry
+from .record_timer import set_record_timer
+from .retry import RetryStrategy
+from .snapshot import OperatorSnapshot, decode_entry, encode_entry
+from .source import NOTHING, Source
+from .unordered_queue import UnorderedQueue
+
+Output = Result | Failure | Watermark
+AsyncFunction = Callable[[Any], Awaitable[Any]]
+TimeoutHandler = Callable[[Any], Any]
+
+
+class AsyncWaitOperator:
+    """Keeps many calls of ``fn`` in flight with Flink's ordering, capacity and timeout rules.
+
+    ``timeout`` bounds one record's whole processing, retries included, except where ``fn``
+    waits inside :func:`untimed` for capacity other records hold. On expiry
+    ``on_timeout(record)`` (sync or async) may supply a fallback value; otherwise the record
+    becomes a :class:`Failure`. A result arriving after its timeout is dropped.
+    A :class:`Failure` is ``transient`` when its last error was one the retry strategy
+    retries (the budget ran out) or the record timed out: the caller may tell an outage
+    from bad records that way.
+    """
+
+    def __init__(
+        self,
+        fn: AsyncFunction,
+        *,
+        mode: Literal["ordered", "unordered"] = "ordered",
+        capacity: int = 100,
+        timeout: float | None = None,
+        retry: RetryStrategy | None = None,
+        on_timeout: TimeoutHandler | None = None,
+    ) -> None:
+        if not callable(fn):
+            raise TypeError(f"fn must be an async function, got {fn!r}")
+        if mode not in ("ordered", "unordered"):
+            raise ValueError(f"mode must be 'ordered' or 'unordered', got {mode!r}")
+        if not isinstance(capacity, int) or capacity < 1:
+            raise ValueError(f"capacity must be a positive int, got {capacity!r}")
+        if timeout is not None and timeout <= 0:
+            raise ValueError(f"timeout must be > 0 seconds (or None), got {timeout!r}")
+        self.fn = fn
+        self.mode = mode
+        self.capacity = capacity
+        self.timeout = timeout
+        self.retry = retry or RetryStrategy.no_retry()
+        self.on_timeout = on_timeout
+        self.metrics = OperatorMetrics()
+        self._queue: OrderedQueue | UnorderedQueue = self._new_queue()
+        self._restoring: deque[QueueEntry] = deque()
+        self._consumed = 0
+        self._in_flight: dict[RecordEntry, asyncio.Task[None]] = {}
+        self._waiter: asyncio.Future[None] | None = None
+        self._crash: BaseException | None = None
+        self._running = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _new_queue(self) -> OrderedQueue | UnorderedQueue:
+        return OrderedQueue() if self.mode == "ordered" else UnorderedQueue()
+
+    def snapshot(self) -> OperatorSnapshot:
+        """Everything not yet emitted, in queue order, and the source offset reached.
+
+        Call it between two outputs of ``run()``; entries already emitted are never in it.
+        """
+        entries = [*self._queue.entries(), *self._restoring]
+        return OperatorSnapshot([encode_entry(e) for e in entries], self._consumed)
+
+    async def run(
+        self,
+        source: Iterable[Any] | AsyncIterable[Any],
+        restored: OperatorSnapshot | None = None,
+    ) -> AsyncIterator[Output]:
+        """Process ``restored`` entries first, then ``source``; end with ``Watermark(MAX)``.
+
+        ``source`` must start where the snapshot's ``consumed`` offset left off (the caller
+        skips what was consumed); ``consumed`` keeps counting from there. Close the
+        generator (``contextlib.aclosing``) or cancel its consumer to stop early: every
+        call in flight is then cancelled and awaited.
+        """
+        if self._running:
+            raise RuntimeError("this operator is already running; create one per stream")
+        self._running = True
+        restored = restored or OperatorSnapshot.empty()
+        self.metrics = OperatorMetrics()
+        self._queue = self._new_queue()
+        self._restoring = deque(decode_entry(e) for e in restored.entries)
+        self._consumed = restored.consumed
+        self._crash = None
+        self._loop = asyncio.get_running_loop()
+        source_reader = Source(source)
+        queue, capacity = self._queue, self.capacity  # locals: this loop runs per element
+        try:
+            while True:
+                if self._crash is not None:
+                    raise self._crash
+                entry = queue.pop_ready()
+                if entry is not None:
+                    yield self._emitted(entry)
+                    continue
+                if len(queue) < capacity:
+                    if self._restoring:
+                        self._enqueue(self._restoring.popleft())
+                        continue
+                    if not source_reader.exhausted:
+                        element = source_reader.take()
+                        if element is not NOTHING:
+                            self._consumed += 1
+                            self._enqueue(
+                                WatermarkEntry(element)
+                                if type(element) is Watermark
+                                else RecordEntry(element)
+                            )
+                            continue
+                if source_reader.exhausted and not queue:
+                    break
+                await self._wait_for_progress(source_reader.pull)
+            yield Watermark(MAX_WATERMARK)
+        finally:
+            await self._cancel_in_flight()
+            await source_reader.close()
+            self._running = False
+
+    # -- queue -----------------------------------------------------------------------
+
+    def _enqueue(self, entry: QueueEntry) -> None:
+        entry.enqueued_at = perf_counter()
+        self._queue.add(entry)
+        if not entry.done:
+            assert type(entry) is RecordEntry
+            self._in_flight[entry] = self._loop.create_task(self._process(entry))
+            self.metrics.in_flight = len(self._in_flight)
+
+    def _emitted(self, entry: QueueEntry) -> Output:
+        if type(entry) is RecordEntry:
+            metrics = self.metrics
+            metrics.emitted += 1
+            metrics.latencies.append(perf_counter() - entry.enqueued_at)
+        return entry.outcome  # type: ignore[return-value]
+
+    def _complete(self, entry: RecordEntry, outcome: Result | Failure) -> None:
+        entry.outcome = outcome
+        if type(outcome) is Failure:
+            self.metrics.failed += 1
+        else:
+            self.metrics.completed += 1
+        self._queue.completed(entry)
+        self._wake()
+
+    # -- waking the run loop -----------------------------------------------------------
+
+    def _wake(self, _: object = None) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def _wait_for_progress(self, pull: asyncio.Task[Any] | None) -> None:
+        """Sleep until a record completes or the source delivers an element."""
+        self._waiter = asyncio.get_running_loop().create_future()
+        if pull is not None:
+            pull.add_done_callback(self._wake)
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+            if pull is not None:
+                pull.remove_done_callback(self._wake)
+
+    async def _cancel_in_flight(self) -> None:
+        tasks = list(self._in_flight.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- one record --------------------------------------------------------------------
+
+    async def _process(self, entry: RecordEntry) -> None:
+        """One record's task; its bookkeeping lives here rather than in a done callback,
+        which would cost an extra event-loop turn per record."""
+        try:
+            if self.timeout is None:
+                outcome = await self._call_with_retries(entry)
+            else:
+                outcome = await self._call_within_timeout(entry)
+            self._complete(entry, outcome)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as crash:  # a bug, not a call failure: surface it in run()
+            if self._crash is None:
+                self._crash = crash
+            self._wake()
+        finally:
+            del self._in_flight[entry]
+            self.metrics.in_flight = len(self._in_flight)
+
+    async def _call_within_timeout(self, entry: RecordEntry) -> Result | Failure:
+        deadline = asyncio.timeout(self.timeout)
+        try:
+            async with deadline:
+                set_record_timer(deadline)  # lets fn pause it while queueing (untimed)
+                outcome = await self._call_with_retries(entry)
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+        if not deadline.expired():
+            return outcome
+        self.metrics.timed_out += 1  # a call that swallowed its cancellation is dropped too
+        if entry.calling:  # the call the timeout cut was made: it counts
+            entry.calling = False
+            entry.attempts += 1
+        return await self._timeout_outcome(entry)
+
+    async def _call_with_retries(self, entry: RecordEntry) -> Result | Failure:
+        record = entry.record
+        while True:
+            entry.calling = True
+            try:
+                value = await self.fn(record)
+            except Exception as error:
+                entry.calling = False
+                entry.attempts += 1
+                delay = self.retry.delay_after_exception(entry.attempts, error)
+                if delay is None:
+                    retrying = self.retry.max_attempts > 1  # no_retry: nothing is transient
+                    transient = retrying and self.retry.retry_on_exception(error)
+                    return Failure(record, describe_error(error), entry.attempts, transient)
+            else:
+                entry.calling = False
+                entry.attempts += 1
+                delay = self.retry.delay_after_result(entry.attempts, value)
+                if delay is None:
+                    return Result(record, value, entry.attempts)
+            self.metrics.retried += 1
+            await asyncio.sleep(delay)
+
+    async def _timeout_outcome(self, entry: RecordEntry) -> Result | Failure:
+        if self.on_timeout is None:
+            message = f"TimeoutError: no result within {self.timeout:g}s"
+            return Failure(entry.record, message, entry.attempts, transient=True)
+        try:
+            value = self.on_timeout(entry.record)
+            if inspect.isawaitable(value):
+                value = await value
+        except Exception as error:
+            message = f"on_timeout failed: {describe_error(error)}"
+            return Failure(entry.record, message, entry.attempts)
+        return Result(entry.record, value, entry.attempts)

@@ -1,0 +1,87 @@
+"""Combining watermarks and stream status of several input channels (Flink's
+``StatusWatermarkValve``).
+
+The output watermark is the minimum over channels that are active and aligned. An idle
+channel is excluded, so a partition with no data does not hold event time back. A channel
+that becomes active again only rejoins the minimum (realigns) once its watermark catches
+up with the last output, so the output never goes backwards. When every channel is idle
+the output goes idle too, and when the last active channel goes idle while it was the one
+holding the output, the output flushes to the maximum watermark of all channels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .elements import StreamStatus, Watermark
+
+MIN_WATERMARK = -(2**63)
+
+
+@dataclass
+class _Channel:
+    watermark: int = MIN_WATERMARK
+    status: StreamStatus = StreamStatus.ACTIVE
+    aligned: bool = True
+
+
+class WatermarkValve:
+    """Feed it per-channel watermarks and statuses; it returns what to emit downstream."""
+
+    def __init__(self, channels: int) -> None:
+        if channels < 1:
+            raise ValueError(f"a valve needs at least one channel, got {channels}")
+        self._channels = [_Channel() for _ in range(channels)]
+        self.last_output_watermark = MIN_WATERMARK
+        self.last_output_status = StreamStatus.ACTIVE
+
+    def input_watermark(self, watermark: Watermark, channel: int) -> list[Watermark]:
+        state = self._channel(channel)
+        if self.last_output_status is StreamStatus.IDLE or state.status is StreamStatus.IDLE:
+            return []  # an idle channel's watermarks are ignored until it is active again
+        if watermark.timestamp > state.watermark:
+            state.watermark = watermark.timestamp
+            if not state.aligned and state.watermark >= self.last_output_watermark:
+                state.aligned = True
+        return self._new_min_over_aligned()
+
+    def input_status(self, status: StreamStatus, channel: int) -> list[Watermark | StreamStatus]:
+        state = self._channel(channel)
+        out: list[Watermark | StreamStatus] = []
+        if status is StreamStatus.IDLE and state.status is StreamStatus.ACTIVE:
+            state.status = StreamStatus.IDLE
+            state.aligned = False
+            if not any(c.status is StreamStatus.ACTIVE for c in self._channels):
+                if state.watermark == self.last_output_watermark:
+                    out += self._max_over_all()
+                self.last_output_status = StreamStatus.IDLE
+                out.append(StreamStatus.IDLE)
+            elif state.watermark == self.last_output_watermark:
+                out += self._new_min_over_aligned()  # it may have been holding the output
+        elif status is StreamStatus.ACTIVE and state.status is StreamStatus.IDLE:
+            state.status = StreamStatus.ACTIVE
+            if state.watermark >= self.last_output_watermark:
+                state.aligned = True
+            if self.last_output_status is StreamStatus.IDLE:
+                self.last_output_status = StreamStatus.ACTIVE
+                out.append(StreamStatus.ACTIVE)
+        return out
+
+    def _channel(self, channel: int) -> _Channel:
+        if not 0 <= channel < len(self._channels):
+            raise IndexError(f"channel {channel} out of range 0..{len(self._channels) - 1}")
+        return self._channels[channel]
+
+    def _new_min_over_aligned(self) -> list[Watermark]:
+        aligned = [c.watermark for c in self._channels if c.aligned]
+        if aligned and min(aligned) > self.last_output_watermark:
+            self.last_output_watermark = min(aligned)
+            return [Watermark(self.last_output_watermark)]
+        return []
+
+    def _max_over_all(self) -> list[Watermark]:
+        highest = max(c.watermark for c in self._channels)
+        if highest > self.last_output_watermark:
+            self.last_output_watermark = highest
+            return [Watermark(highest)]
+        return []

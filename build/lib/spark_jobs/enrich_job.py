@@ -1,0 +1,203 @@
+"""The Spark enrichment job: ``spark-submit spark_jobs/enrich_job.py ...`` (or
+``python -m spark_jobs.enrich_job ...``, which runs Spark ``local[*]``).
+
+Read the input, split it into a fixed number of partitions by key hash (sorted within
+each, so a resumed partition sees the same rows in the same order on any cluster), enrich
+every partition with :class:`PartitionRunner` through ``mapInArrow``, write the results
+and dead letters with Spark's commit protocol, then ``_SUMMARY.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import fsspec
+import pyarrow as pa
+
+from spark_jobs.executor_check import ExecutorEnvironmentError, check_executors
+from spark_jobs.job_spec import JobSpec, SpecError, parse_args
+from spark_jobs.progress import ProgressReporter
+from spark_jobs.snapshots import NamespaceKey, SnapshotStore
+from spark_jobs.snapshots.resume import ResumeRefusedError, decide
+from spark_jobs.spark_io import (
+    input_fingerprint,
+    output_arrow_schema,
+    partition_deterministically,
+    partition_sizes,
+    read_input,
+    write_outputs,
+)
+from spark_jobs.summary import build_summary
+
+logger = logging.getLogger("enrich_job")
+
+#: Exit status of a run that stopped because ``--max-requests`` was spent (resumable).
+BUDGET_EXHAUSTED_EXIT = 4
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        spec = parse_args(argv)
+        _check_java()
+    except SpecError as error:
+        print(f"enrich_job: error: {error}", file=sys.stderr)
+        return 2
+    spark = _spark_session(spec.ship_env)
+    try:
+        check_executors(spark)
+        summary = run(spark, spec)
+    except (SpecError, ResumeRefusedError, ExecutorEnvironmentError) as error:
+        print(f"enrich_job: error: {error}", file=sys.stderr)
+        return 3
+    finally:
+        spark.stop()
+    print(json.dumps(summary, sort_keys=True))
+    if summary.get("budget_exhausted"):
+        print(
+            f"enrich_job: request budget spent: {summary['records_done']} of "
+            f"{summary['records_in']} records done, {summary['records_left']} left; "
+            "run again to resume",
+            file=sys.stderr,
+        )
+        return BUDGET_EXHAUSTED_EXIT
+    return 0
+
+
+def run(spark: Any, spec: JobSpec) -> dict[str, Any]:
+    """The whole job on an existing session; returns the summary it also writes."""
+    started = time.monotonic()
+    run_id = spec.run_id or uuid.uuid4().hex[:12]
+    store = SnapshotStore(spec.snapshot_dir)
+    key = NamespaceKey(spec.dag_id, spec.task_id, spec.interval_start)
+    frame = read_input(spark, spec)
+    partitioned = partition_deterministically(frame, spec)
+    sizes = partition_sizes(partitioned)
+    records_in = sum(sizes.values())
+    identity = {"inputs": input_fingerprint(frame), "enrichment": spec.enrichment_identity()}
+    job_record = {**identity, "fingerprint": _digest(identity), "records_in": records_in}
+    decision = decide(store, key, job_record, spec.resume, records_in)
+    logger.info("%s (%s)", decision.message, store.namespace_path(key))
+    if not decision.resume:
+        store.discard(key)
+    store.write_job_record(key, job_record)
+
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    schema = output_arrow_schema(frame.schema, spec)
+    enrich = _partition_function(spec, key, job_record["fingerprint"], sizes, schema, run_id)
+    enriched = partitioned.mapInArrow(enrich, from_arrow_schema(schema))
+    with ProgressReporter(store, key, sizes, spec.progress_interval):
+        counts = write_outputs(enriched, spec)
+    summary = build_summary(
+        store,
+        key,
+        spec,
+        records_in=records_in,
+        counts=counts,
+        resumed=decision.resume,
+        duration_s=time.monotonic() - started,
+        run_id=run_id,
+    )
+    if summary.get("budget_exhausted"):
+        # Partial output must not look like a result: only the summary says where it is.
+        _remove_outputs(spec.output)
+    with fsspec.open(f"{spec.output.rstrip('/')}/_SUMMARY.json", "w") as file:
+        json.dump(summary, file, indent=2, sort_keys=True)
+    if summary.get("budget_exhausted"):
+        logger.info("summary: %s", json.dumps(summary, sort_keys=True))
+        return summary  # the snapshots are what the next run resumes from
+    if spec.keep_snapshots:
+        # Every writer is done: delete what no valid manifest references (files of
+        # attempts that died before committing, corrupt ones), keeping the history.
+        store.clean_unreferenced(key, keep_manifests=sys.maxsize, grace=timedelta(0))
+    else:
+        store.discard(key)
+    logger.info("summary: %s", json.dumps(summary, sort_keys=True))
+    return summary
+
+
+def _remove_outputs(output: str) -> None:
+    fs, root = fsspec.core.url_to_fs(output)
+    for name in ("data", "dead_letters"):
+        if fs.exists(f"{root.rstrip('/')}/{name}"):
+            fs.rm(f"{root.rstrip('/')}/{name}", recursive=True)
+
+
+def _partition_function(
+    spec: JobSpec,
+    key: NamespaceKey,
+    fingerprint: str,
+    sizes: dict[int, int],
+    schema: pa.Schema,
+    run_id: str,
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The function Spark ships to executors: one PartitionRunner per task."""
+    spec_json = spec.to_json()
+
+    def enrich_partition(batches):
+        from pyspark import TaskContext
+
+        from spark_jobs.partition_runner import PartitionRunner, PartitionTask
+
+        context = TaskContext.get()
+        partition = context.partitionId()
+        attempt = f"s{context.stageId()}-t{context.taskAttemptId()}-a{context.attemptNumber()}"
+        task_spec = JobSpec.from_json(spec_json)
+        snapshots = SnapshotStore(task_spec.snapshot_dir).partition(key, partition)
+        runner = PartitionRunner(task_spec, snapshots, schema)
+        task = PartitionTask(partition, attempt, sizes.get(partition, 0), fingerprint, run_id)
+        yield from runner.run(batches, task)
+
+    return enrich_partition
+
+
+def _digest(identity: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+
+
+def _check_java() -> None:
+    if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
+        raise SpecError(
+            "Java not found: Spark needs Java 17 (install openjdk-17-jre-headless or set JAVA_HOME)"
+        )
+
+
+def _spark_session(ship_env: str | None):
+    from pyspark import SparkConf
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName("enrich_job")
+    if ship_env:
+        # The PEX travels with the job (into every executor's working directory) and is
+        # the executors' Python: it holds the job's packages, Spark adds its own.
+        pex = os.path.abspath(ship_env)
+        shipped = ",".join(filter(None, [SparkConf().get("spark.files", ""), pex]))
+        builder = builder.config("spark.files", shipped)
+        os.environ["PYSPARK_PYTHON"] = f"./{os.path.basename(ship_env)}"
+    else:
+        # Without this Spark's Python workers start `python3` from PATH and miss every package.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if not SparkConf().contains("spark.master"):  # python -m, not spark-submit
+        builder = builder.master(os.environ.get("SPARK_MASTER", "local[*]"))
+    spark = builder.getOrCreate()
+    # Partition ids must mean the same rows in every attempt: no adaptive coalescing.
+    spark.conf.set("spark.sql.adaptive.enabled", "false")
+    spark.conf.set("spark.sql.shuffle.partitions", "8")  # only the small per-partition count
+    return spark
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""Enrichment functions for the async wait operator: a configurable HTTP enricher, and
+loading of users' own async functions.
+
+Typical use inside a Spark task::
+
+    config = HttpEnricherConfig.from_dict(json.loads(config_json))
+    async with HttpEnricher(config) as enrich:
+        operator = AsyncWaitOperator(enrich, capacity=config.capacity,
+                                     retry=default_retry_strategy())
+        async for output in operator.run(records):
+            ...
+"""
+
+from .config import HttpEnricherConfig, ResponseField
+from .errors import (
+    BudgetExhausted,
+    ClientStatusError,
+    EnrichmentError,
+    InvalidResponseError,
+    MissingFieldError,
+    NotFoundError,
+    PermanentError,
+    ResponseTooLargeError,
+    RetryableError,
+    ServerError,
+    ThrottledError,
+    TransportError,
+    default_retry_strategy,
+    is_retryable,
+    parse_retry_after,
+)
+from .http import HttpEnricher
+from .secrets import Secret, SecretError, read_token
+from .user_function import UserFunctionError, load_user_function, open_user_function
+
+__all__ = [
+    "BudgetExhausted",
+    "ClientStatusError",
+    "EnrichmentError",
+    "HttpEnricher",
+    "HttpEnricherConfig",
+    "InvalidResponseError",
+    "MissingFieldError",
+    "NotFoundError",
+    "PermanentError",
+    "ResponseField",
+    "ResponseTooLargeError",
+    "RetryableError",
+    "Secret",
+    "SecretError",
+    "ServerError",
+    "ThrottledError",
+    "TransportError",
+    "UserFunctionError",
+    "default_retry_strategy",
+    "is_retryable",
+    "load_user_function",
+    "open_user_function",
+    "parse_retry_after",
+    "read_token",
+]

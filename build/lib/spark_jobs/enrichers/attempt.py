@@ -1,0 +1,147 @@
+"""One HTTP attempt under its own deadlines, reading at most a capped body.
+
+aiohttp offers a total timeout and a socket-read timeout, but not the four deadlines an
+attempt against a misbehaving upstream needs, and by default none at all for a body that
+stops arriving. Here each phase has its own, all on one ``asyncio.Timeout`` moved along
+as the attempt advances (no timer per chunk beyond that one):
+
+* connect: ``connect_timeout`` (aiohttp's ``sock_connect``);
+* first byte: ``first_byte_timeout`` from the start until the response headers;
+* stall: ``read_timeout`` of silence while the body arrives;
+* total: ``total_timeout`` for the whole attempt, whatever the phase.
+
+The body is read chunk by chunk and decompressed here rather than by aiohttp, so the
+``max_response_bytes`` cap counts decompressed bytes and stops a gzip bomb after the cap,
+not after it has filled the worker's memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import zlib
+from dataclasses import dataclass
+
+import aiohttp
+
+#: What the client accepts; the decoder below handles exactly these.
+ACCEPT_ENCODING = "gzip, deflate"
+_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+
+_TIMEOUT_MESSAGES = {
+    "first byte": "no response headers within first_byte_timeout",
+    "stall": "the body stalled for read_timeout",
+    "total": "no complete response within total_timeout",
+}
+
+
+@dataclass(frozen=True)
+class AttemptLimits:
+    """The per-attempt deadlines (seconds, None for none) and the body size cap."""
+
+    first_byte: float | None
+    stall: float | None
+    total: float | None
+    max_bytes: int
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A complete HTTP answer."""
+
+    status: int
+    payload: bytes
+    retry_after: str | None
+
+
+class AttemptTimeout(Exception):
+    """A deadline of the attempt passed; the message names the option that set it."""
+
+    def __init__(self, phase: str, seconds: float) -> None:
+        super().__init__(f"{_TIMEOUT_MESSAGES[phase]} ({seconds:g}s)")
+        self.phase = phase
+
+
+class BodyTooLarge(Exception):
+    """The (decompressed) body passed ``max_bytes``; reading stopped there."""
+
+
+class UnsupportedEncoding(Exception):
+    """The server used a Content-Encoding the client never offered."""
+
+
+async def send(
+    session: aiohttp.ClientSession,
+    method: str,
+    url: object,
+    body: str | None,
+    limits: AttemptLimits,
+) -> Reply:
+    """Send once and read the whole answer, or raise: an aiohttp error, AttemptTimeout,
+    BodyTooLarge or UnsupportedEncoding."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    end = start + limits.total if limits.total is not None else None
+    phase, phase_s = "first byte", limits.first_byte
+    timer = asyncio.timeout_at(_earliest(end, start, limits.first_byte))
+    try:
+        async with timer:
+            async with session.request(method, url, data=body) as response:  # type: ignore[arg-type]
+                phase, phase_s = "stall", limits.stall
+                decoder = _decoder(response.headers.get("Content-Encoding"))
+                payload = await _read_capped(response.content, decoder, limits, timer, end)
+                return Reply(response.status, payload, response.headers.get("Retry-After"))
+    except TimeoutError:
+        if not timer.expired():
+            raise
+        if end is not None and loop.time() >= end - 0.001:
+            raise AttemptTimeout("total", limits.total or 0.0) from None
+        raise AttemptTimeout(phase, phase_s or 0.0) from None
+
+
+async def _read_capped(
+    content: aiohttp.StreamReader,
+    decoder: zlib._Decompress | None,
+    limits: AttemptLimits,
+    timer: asyncio.Timeout,
+    end: float | None,
+) -> bytes:
+    loop = asyncio.get_running_loop()
+    chunks: list[bytes] = []
+    size = 0
+    cap = limits.max_bytes
+    while True:
+        timer.reschedule(_earliest(end, loop.time(), limits.stall))
+        chunk = await content.readany()
+        if not chunk:
+            break
+        if decoder is not None:
+            chunk = decoder.decompress(chunk, cap - size + 1)
+        size += len(chunk)
+        if size > cap:
+            raise BodyTooLarge(f"more than max_response_bytes ({cap} bytes, decompressed)")
+        chunks.append(chunk)
+    if decoder is not None:
+        tail = decoder.flush()
+        size += len(tail)
+        if size > cap:
+            raise BodyTooLarge(f"more than max_response_bytes ({cap} bytes, decompressed)")
+        chunks.append(tail)
+    return b"".join(chunks)
+
+
+def _decoder(encoding: str | None) -> zlib._Decompress | None:
+    if encoding is None or encoding.strip().lower() in ("", "identity"):
+        return None
+    wbits = _WBITS.get(encoding.strip().lower())
+    if wbits is None:
+        raise UnsupportedEncoding(f"Content-Encoding {encoding!r} was not offered")
+    return zlib.decompressobj(wbits)
+
+
+def _earliest(end: float | None, now: float, seconds: float | None) -> float | None:
+    """The sooner of the attempt's end and ``now + seconds`` (None: no deadline)."""
+    phase_end = now + seconds if seconds is not None else None
+    if end is None:
+        return phase_end
+    return end if phase_end is None else min(end, phase_end)

@@ -1,0 +1,146 @@
+"""What can go wrong when enriching one record, split by whether trying again can help.
+
+The async wait operator decides about retries from the exception alone (its
+``RetryStrategy.retry_on_exception`` predicate and the ``retry_after`` attribute), so
+every failure the enricher raises says in its type whether it is worth another call.
+Messages are built by the enricher from status, method, URL and a short body snippet;
+they never include request headers, which is where the bearer token travels.
+"""
+
+from __future__ import annotations
+
+import datetime
+import email.utils
+import math
+import time
+
+import aiohttp
+
+from spark_jobs.asyncwait import RetryStrategy
+
+#: Longest piece of a response body quoted in an error message.
+SNIPPET_CHARS = 200
+#: Client-error statuses that still invite another try: 408 Request Timeout, 425 Too Early.
+RETRYABLE_4XX = frozenset({408, 425})
+
+
+class EnrichmentError(Exception):
+    """Base class of every error the HTTP enricher raises for a record."""
+
+
+class RetryableError(EnrichmentError):
+    """Another call may succeed: throttling, outage, server error, broken connection.
+
+    ``retry_after`` (seconds) is the server's minimum wait, honoured by ``RetryStrategy``.
+    """
+
+    def __init__(
+        self, message: str, *, status: int | None = None, retry_after: float | None = None
+    ):
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
+
+
+class ThrottledError(RetryableError):
+    """HTTP 429 or 503: the server asks the client to slow down or come back later."""
+
+
+class ServerError(RetryableError):
+    """Any other HTTP 5xx, or 408/425: the server could not answer this time."""
+
+
+class TransportError(RetryableError):
+    """No usable HTTP answer: refused, reset, empty reply, broken status line or chunk,
+    truncated or corrupt body, or an attempt deadline passed."""
+
+
+class PermanentError(EnrichmentError):
+    """Another identical call would fail the same way; the record is a failure."""
+
+
+class ClientStatusError(PermanentError):
+    """HTTP 4xx other than 404 (per ``not_found``), 408, 425 and 429: e.g. 400, 403, 422."""
+
+    def __init__(self, message: str, *, status: int):
+        super().__init__(message)
+        self.status = status
+
+
+class NotFoundError(PermanentError):
+    """HTTP 404 (or a batch item marked missing) with ``not_found="fail"``."""
+
+
+class InvalidResponseError(PermanentError):
+    """The body is not JSON, or a response field cannot be converted to its type."""
+
+
+class ResponseTooLargeError(PermanentError):
+    """The response body passed ``max_response_bytes`` (after decompression)."""
+
+
+class MissingFieldError(PermanentError):
+    """A URL or body template names a field the record does not have."""
+
+
+class BudgetExhausted(EnrichmentError):
+    """The run's request budget (``--max-requests``) is spent: the request was not sent.
+
+    Neither retryable nor permanent: the partition runner stops taking input, lets the
+    calls already sent finish (they are paid for), and keeps the records that met this
+    queued for the next run.
+    """
+
+
+def is_retryable(error: BaseException) -> bool:
+    """The ``retry_on_exception`` predicate for the operator's ``RetryStrategy``.
+
+    Besides the enricher's own errors, raw aiohttp connection errors and timeouts count
+    as retryable, so a user function calling aiohttp directly can share the predicate.
+    """
+    if isinstance(error, EnrichmentError):
+        return isinstance(error, RetryableError)
+    return isinstance(error, aiohttp.ClientConnectionError | TimeoutError | ConnectionError)
+
+
+def default_retry_strategy(
+    max_attempts: int = 5, initial_delay: float = 0.2, max_delay: float = 10.0
+) -> RetryStrategy:
+    """Exponential backoff with jitter, retrying only what :func:`is_retryable` accepts.
+
+    A ``Retry-After`` from the server lengthens a wait, never shortens it.
+    """
+    return RetryStrategy.exponential_backoff(
+        max_attempts, initial_delay, max_delay, retry_on_exception=is_retryable
+    )
+
+
+def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header: delay-seconds or an HTTP-date.
+
+    Returns None for an absent or unparsable header (the backoff then applies alone) and
+    0 for a date in the past. ``now`` (a Unix time) is for tests.
+    """
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        pass
+    else:
+        return max(0.0, seconds) if math.isfinite(seconds) else None
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # "-0000" (zone unknown): RFC 9110 dates are GMT anyway
+        when = when.replace(tzinfo=datetime.UTC)
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def snippet(body: bytes) -> str:
+    """The start of a response body for an error message, at most ``SNIPPET_CHARS`` long."""
+    text = body[: SNIPPET_CHARS * 4].decode("utf-8", errors="replace")
+    text = " ".join(text.split())
+    return text if len(text) <= SNIPPET_CHARS else text[: SNIPPET_CHARS - 3] + "..."

@@ -1,0 +1,70 @@
+"""The API token: where it comes from, and keeping it out of every text we produce.
+
+The config only names the source (an environment variable or a file), never the value:
+the config travels as JSON to Spark executors, into job arguments and run metadata,
+all places other people can read. Command lines are visible to every local user too,
+so there is deliberately no way to pass the token as an argument. The value is read
+where the HTTP session opens, held in a :class:`Secret` whose ``repr`` hides it, and
+scrubbed from any error message that might echo it (a server quoting the header back).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_HIDDEN = "***"
+
+
+class SecretError(ValueError):
+    """The configured token source is unset, empty or unreadable. Names the source only."""
+
+
+class Secret:
+    """A string that does not show itself in ``repr``/``str``; ``reveal()`` returns it."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        if not value:
+            raise SecretError("a secret must not be empty")
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def redact(self, text: str) -> str:
+        """``text`` with every occurrence of the secret replaced by ``***``."""
+        return text.replace(self._value, _HIDDEN) if self._value in text else text
+
+    def __repr__(self) -> str:
+        return f"Secret({_HIDDEN!r})"
+
+    __str__ = __repr__
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Pickling would copy the value into Spark task closures and shuffle files.
+        raise TypeError("a Secret is not picklable: ship the config and read the source")
+
+
+def read_token(token_env: str | None, token_file: str | None) -> Secret | None:
+    """The bearer token from ``token_env`` or ``token_file`` (at most one is set).
+
+    Surrounding whitespace is stripped: files usually end with a newline.
+    """
+    if token_env is not None:
+        value = os.environ.get(token_env, "").strip()
+        if not value:
+            raise SecretError(f"token_env: environment variable {token_env} is not set or empty")
+        return Secret(value)
+    if token_file is not None:
+        try:
+            value = Path(token_file).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise SecretError(f"token_file: cannot read {token_file}: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise SecretError(f"token_file: {token_file} is not UTF-8 text") from None
+        if not value:
+            raise SecretError(f"token_file: {token_file} is empty")
+        return Secret(value)
+    return None

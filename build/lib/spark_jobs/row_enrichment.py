@@ -1,0 +1,157 @@
+"""From a job spec to the async function the operator calls for one input row.
+
+Both kinds of enrichment end in the same shape, a dict of typed output fields: the HTTP
+enricher maps the response through the spec's JSON paths, and a user's function's returned
+document goes through the very same paths, so the output schema never depends on which
+one ran. Rows that cannot be enriched (no key, malformed input, bad event time) fail here,
+before any call, as permanent failures: they become dead letters naming file and field.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from spark_jobs.enrichers import (
+    BudgetExhausted,
+    HttpEnricher,
+    PermanentError,
+    open_user_function,
+)
+from spark_jobs.enrichers.json_paths import CONVERTERS, compile_path, extract
+from spark_jobs.job_spec import JobSpec, parse_duration
+from spark_jobs.response_cache import ResponseCache
+
+logger = logging.getLogger(__name__)
+
+#: Columns the driver adds for the runner; never part of the output.
+EVENT_MS = "__event_ms"
+SOURCE_FILE = "__source_file"
+CORRUPT_RECORD = "_corrupt_record"
+HELPER_COLUMNS = (EVENT_MS, SOURCE_FILE)
+
+RowFunction = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+class InvalidRowError(PermanentError):
+    """The input row itself is unusable; calling again would not help."""
+
+
+def row_problem(row: Mapping[str, Any], spec: JobSpec) -> str | None:
+    """Why this row cannot be enriched, naming the file and field; None if it can."""
+    where = f"in {row.get(SOURCE_FILE) or 'the input'}"
+    corrupt = row.get(CORRUPT_RECORD)
+    if corrupt is not None:
+        return f"malformed {spec.input_format} record {where}: {str(corrupt)[:200]!r}"
+    if row.get(spec.key_column) is None:
+        return f"key column {spec.key_column!r} is null {where}"
+    event_column = spec.event_time_column
+    if event_column and row.get(EVENT_MS) is None:
+        value = row.get(event_column)
+        return f"event time column {event_column!r} {where}: {value!r} is not a timestamp"
+    return None
+
+
+@dataclass
+class RowEnrichment:
+    """The operator's function for rows, plus its cost counters so far (``requests_made``
+    and calls saved), which the manifests carry and the summary adds up."""
+
+    call: RowFunction
+    counters: Callable[[], dict[str, int]]
+
+
+@asynccontextmanager
+async def open_row_enrichment(
+    spec: JobSpec, partition: int, request_budget: int | None = None
+) -> AsyncIterator[RowEnrichment]:
+    """Open the spec's enrichment (one HTTP session, or the user's function) for a partition,
+    with the partition's part of the response cache when ``cache_dir`` is set. Past
+    ``request_budget`` calls, a call raises :class:`BudgetExhausted` instead."""
+    if spec.enricher:
+        async with open_user_function(spec.enricher) as user_function:
+            yield _user_enrichment(spec, user_function, request_budget)
+        return
+    stored = None
+    if spec.cache_dir:
+        stored = ResponseCache(
+            spec.cache_dir,
+            partition=partition,
+            partitions=spec.partitions,
+            ttl_s=parse_duration(spec.cache_ttl),
+        )
+        await asyncio.to_thread(stored.load)
+    try:
+        async with HttpEnricher(spec.http_config(), stored, request_budget) as enrich:
+            yield RowEnrichment(_guarded(spec, enrich), lambda: _http_counters(enrich.stats))
+    finally:
+        if stored is not None:
+            await _flush(stored)
+
+
+async def _flush(stored: ResponseCache) -> None:
+    """Keep this run's answers for the next; a cache that cannot be written costs calls
+    next time, never this run's output."""
+    try:
+        await asyncio.to_thread(stored.flush)
+    except OSError as error:
+        logger.warning("response cache: could not write %s: %s", stored.directory, error)
+
+
+def _http_counters(stats: dict[str, Any]) -> dict[str, int]:
+    return {
+        "requests_made": int(stats["requests_made"]),
+        "response_cache_hits": int(stats["response_cache_hits"]),
+        "coalesced_calls": int(stats["calls_saved_by_coalescing"]),
+        "cache_hits": int(stats["cache_hits"]),
+    }
+
+
+def _guarded(spec: JobSpec, function: RowFunction) -> RowFunction:
+    """Row validation before any call: a bad row fails at once, never retried."""
+
+    async def call(row: dict[str, Any]) -> dict[str, Any]:
+        _raise_if_invalid(row, spec)
+        return await function(_api_view(row))
+
+    return call
+
+
+def _user_enrichment(
+    spec: JobSpec, user_function: Callable[..., Awaitable[Any]], request_budget: int | None
+) -> RowEnrichment:
+    """A user's function, its returned document mapped through the response fields."""
+    fields = [
+        (name, compile_path(field.path), CONVERTERS[field.type])
+        for name, field in spec.response_fields.items()
+    ]
+    calls = 0
+
+    async def mapped(row: dict[str, Any]) -> dict[str, Any]:
+        nonlocal calls
+        if request_budget is not None and calls >= request_budget:
+            raise BudgetExhausted(f"request budget of {request_budget} spent")
+        calls += 1
+        document = await user_function(row)
+        output = {}
+        for name, steps, convert in fields:
+            value = extract(document, steps)
+            output[name] = None if value is None else convert(value)
+        return output
+
+    return RowEnrichment(_guarded(spec, mapped), lambda: {"requests_made": calls})
+
+
+def _raise_if_invalid(row: Mapping[str, Any], spec: JobSpec) -> None:
+    problem = row_problem(row, spec)
+    if problem is not None:
+        raise InvalidRowError(problem)
+
+
+def _api_view(row: dict[str, Any]) -> dict[str, Any]:
+    """The row as the enrichment sees it: without the runner's helper columns."""
+    return {k: v for k, v in row.items() if k not in HELPER_COLUMNS}

@@ -1,0 +1,63 @@
+"""Durable, verifiable progress snapshots of enrichment partitions, on any fsspec filesystem.
+
+After a crash a partition resumes from its best snapshot: committed result segments are
+replayed, the input is skipped to the committed offset and the pending (in-flight)
+operator entries are processed again.
+
+Usage::
+
+    from spark_jobs.snapshots import Manifest, NamespaceKey, SnapshotStore
+
+    store = SnapshotStore("s3://bucket/prefix", storage_options={...})  # or a local path
+    key = NamespaceKey(dag_id="d", task_id="t", interval_start="2026-11-20T00:00:00+00:00")
+    part = store.partition(key, partition=3)
+
+    m = part.latest()                      # best valid Manifest, or None
+    if m is not None:
+        for kind, table in part.read_segments(m):   # commit order, verified
+            ...
+    ref = part.write_segment(table, kind="results", attempt="task-3-attempt-1")
+    m = part.commit(m.advance(attempt="task-3-attempt-1", input_offset=5000,
+                              pending=entries, new_segments=[ref]))
+    # first snapshot: part.commit(Manifest(job_fingerprint=..., partition=3, epoch=0, ...))
+
+    store.list_namespaces(); store.namespace_progress(key)
+    store.clean_unreferenced(key); store.discard(key); delete_after_success(store, key)
+
+Layout::
+
+    <root>/<dag_id>/<task_id>/<interval_start>/part-00003/
+        segments/<kind>-<attempt>-<uuid32>.arrow              Arrow IPC, immutable
+        manifests/manifest-<epoch:08d>-<attempt>-<uuid8>.json  commit point
+
+Guarantees: segments are written before the manifest that references them; the manifest
+appears atomically (temp + rename on local/HDFS, one PUT on object stores) and lists every
+segment committed so far.  Manifests and segments carry sha256 checksums; a corrupt,
+truncated or dangling manifest is skipped with a warning and the next best is used
+(most input consumed, then highest epoch, then latest commit).  Concurrent attempts of a
+partition write distinct files and never disturb each other.  Path components are
+validated (``ValueError``) and ``:``/``+`` escaped as ``%3A``/``%2B``.
+
+Blocking I/O throughout: call it from a thread (``asyncio.to_thread``) inside event loops.
+"""
+
+from .manifest import FORMAT_VERSION, Manifest, ManifestError, NewerFormatError, SegmentRef
+from .partition import DEFAULT_GRACE, PartitionSnapshots
+from .paths import NamespaceKey
+from .retention import NamespaceInfo, PartitionProgress, delete_after_success
+from .store import SnapshotStore
+
+__all__ = [
+    "DEFAULT_GRACE",
+    "FORMAT_VERSION",
+    "Manifest",
+    "ManifestError",
+    "NamespaceInfo",
+    "NamespaceKey",
+    "NewerFormatError",
+    "PartitionProgress",
+    "PartitionSnapshots",
+    "SegmentRef",
+    "SnapshotStore",
+    "delete_after_success",
+]

@@ -1,0 +1,109 @@
+"""Deciding whether a run resumes, and saying so in one line a person can act on.
+
+Shared by the Spark driver (which knows the job fingerprint) and the Airflow operator
+(which reports what it found before submitting). The fingerprint record is a dict of
+named parts (input files with sizes and modification times, enrichment identity), so a
+mismatch can be explained part by part rather than as two opaque hashes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .paths import NamespaceKey
+from .retention import PartitionProgress
+from .store import SnapshotStore
+
+
+class ResumeRefusedError(RuntimeError):
+    """``--resume require`` and there is nothing valid to resume from."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    resume: bool
+    message: str
+
+
+@dataclass(frozen=True)
+class NamespaceProgress:
+    """Totals over a namespace's partitions, from their best manifests."""
+
+    partitions: tuple[PartitionProgress, ...]
+
+    @property
+    def epoch(self) -> int:
+        return max((p.epoch for p in self.partitions), default=0)
+
+    @property
+    def done(self) -> int:
+        return sum(p.done_rows for p in self.partitions)
+
+    @property
+    def in_flight(self) -> int:
+        return sum(p.in_flight for p in self.partitions if not p.stats.get("finished"))
+
+    def describe(self, records_total: int | None) -> str:
+        total = f"{records_total:,}".replace(",", " ") if records_total is not None else "?"
+        done = f"{self.done:,}".replace(",", " ")
+        return (
+            f"epoch {self.epoch}: {done} of {total} records committed, {self.in_flight} in flight"
+        )
+
+
+def read_progress(store: SnapshotStore, key: NamespaceKey) -> NamespaceProgress:
+    return NamespaceProgress(tuple(store.namespace_progress(key)))
+
+
+def explain_changes(before: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    """Human-readable differences between two job records."""
+    changes = []
+    old_inputs, new_inputs = before.get("inputs", {}), now.get("inputs", {})
+    for path in sorted(set(old_inputs) | set(new_inputs)):
+        if path not in new_inputs:
+            changes.append(f"input file removed: {path}")
+        elif path not in old_inputs:
+            changes.append(f"input file added: {path}")
+        elif old_inputs[path] != new_inputs[path]:
+            changes.append(
+                f"input file changed: {path} (size/mtime {old_inputs[path]} -> {new_inputs[path]})"
+            )
+    old_conf, new_conf = before.get("enrichment", {}), now.get("enrichment", {})
+    for name in sorted(set(old_conf) | set(new_conf)):
+        if old_conf.get(name) != new_conf.get(name):
+            changes.append(f"enrichment config changed: {name}")
+    return changes or ["job fingerprint changed"]
+
+
+def decide(
+    store: SnapshotStore,
+    key: NamespaceKey,
+    job_record: dict[str, Any],
+    mode: str,
+    records_total: int | None,
+) -> Decision:
+    """Resume or start fresh, per ``mode`` (auto | never | require); the message says why.
+
+    Raises :class:`ResumeRefusedError` for ``require`` when there is nothing to resume or
+    the job changed.
+    """
+    if mode == "never":
+        return Decision(False, "starting fresh: --resume never")
+    progress = read_progress(store, key)
+    previous = store.read_job_record(key)
+    if not progress.partitions:
+        if mode == "require":
+            raise ResumeRefusedError(
+                f"--resume require: no snapshot found under {store.namespace_path(key)}"
+            )
+        return Decision(False, "starting fresh: no snapshot for this run yet")
+    if previous is None or previous.get("fingerprint") != job_record["fingerprint"]:
+        changes = explain_changes(previous or {}, job_record)
+        reason = "; ".join(changes)
+        if mode == "require":
+            raise ResumeRefusedError(
+                f"--resume require: the job changed since the snapshot: {reason}"
+            )
+        return Decision(False, f"starting fresh: the job changed since the snapshot: {reason}")
+    return Decision(True, f"resuming {progress.describe(records_total)}")

@@ -1,0 +1,152 @@
+"""The snapshot store: maps task runs and partitions onto any fsspec filesystem.
+
+``storage_options`` (credentials, endpoints) go straight to fsspec and are never kept,
+logged or written anywhere else: manifests, log lines and errors name only paths.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from fsspec.core import url_to_fs
+
+from .partition import DEFAULT_GRACE, PartitionSnapshots
+from .paths import (
+    PARTITION_DIR,
+    NamespaceKey,
+    basename,
+    decode_component,
+    partition_dir_name,
+)
+from .retention import NamespaceInfo, PartitionProgress
+from .storage import list_entries, write_atomically
+
+logger = logging.getLogger(__name__)
+
+#: The job description a run leaves in its namespace, so a later run can say what changed.
+JOB_RECORD = "job.json"
+
+
+class SnapshotStore:
+    """Root of all snapshots: ``<root>/<dag_id>/<task_id>/<interval_start>/part-NNNNN/``.
+
+    ``root`` is a plain local path or a URL (``file://``, ``s3://``, ``hdfs://``...).
+    Stateless apart from the filesystem handle, so one store can serve many threads.
+    """
+
+    def __init__(self, root: str, storage_options: Mapping[str, Any] | None = None) -> None:
+        self._fs, path = url_to_fs(root, **dict(storage_options or {}))
+        self._root = path.rstrip("/")
+        if not self._root:
+            raise ValueError(f"snapshot root {root!r} must not be the filesystem root")
+
+    def __repr__(self) -> str:
+        return f"SnapshotStore({self._fs.unstrip_protocol(self._root)!r})"
+
+    def namespace_path(self, key: NamespaceKey) -> str:
+        """Filesystem path (without protocol) of a task run's directory."""
+        return "/".join((self._root, *key.components()))
+
+    def partition(self, key: NamespaceKey, partition: int) -> PartitionSnapshots:
+        """Snapshot access for one partition; cheap, create one per task."""
+        return PartitionSnapshots(
+            self._fs, f"{self.namespace_path(key)}/{partition_dir_name(partition)}", partition
+        )
+
+    def partitions(self, key: NamespaceKey) -> list[int]:
+        """Partition numbers that have a directory in the namespace, ascending."""
+        numbers = []
+        for entry in list_entries(self._fs, self.namespace_path(key)):
+            match = PARTITION_DIR.fullmatch(basename(entry["name"]))
+            if entry.get("type") == "directory" and match:
+                numbers.append(int(match.group(1)))
+        return sorted(numbers)
+
+    def namespace_progress(self, key: NamespaceKey) -> list[PartitionProgress]:
+        """Progress of every partition that has a valid manifest.
+
+        Checks manifest checksums and segment presence/size but downloads no segment,
+        so it stays cheap enough for dashboards; restore still verifies contents.
+        """
+        progress = []
+        for number in self.partitions(key):
+            manifest = self.partition(key, number).latest(verify_content=False)
+            if manifest is not None:
+                progress.append(PartitionProgress.of(manifest))
+        return progress
+
+    def list_namespaces(self) -> list[NamespaceInfo]:
+        """Every task run under the root with its per-partition progress.
+
+        Directories whose names this package could not have written are skipped.
+        """
+        infos = []
+        for dag_id, dag_path in self._subdirs(self._root):
+            for task_id, task_path in self._subdirs(dag_path):
+                for interval_start, _ in self._subdirs(task_path):
+                    key = NamespaceKey(dag_id, task_id, interval_start)
+                    infos.append(NamespaceInfo(key, tuple(self.namespace_progress(key))))
+        return infos
+
+    def write_job_record(self, key: NamespaceKey, record: Mapping[str, Any]) -> None:
+        """Store the run's description (fingerprint and its parts; no secrets) atomically."""
+        data = json.dumps(record, sort_keys=True, indent=1).encode()
+        write_atomically(self._fs, self.namespace_path(key), JOB_RECORD, data)
+
+    def read_job_record(self, key: NamespaceKey) -> dict[str, Any] | None:
+        """The description written by :meth:`write_job_record`, or None if absent/unreadable."""
+        path = f"{self.namespace_path(key)}/{JOB_RECORD}"
+        try:
+            with self._fs.open(path, "rb") as file:
+                record = json.loads(file.read())
+        except FileNotFoundError:
+            return None
+        except ValueError:
+            logger.warning("ignoring unreadable job record %s", path)
+            return None
+        return record if isinstance(record, dict) else None
+
+    def discard(self, key: NamespaceKey) -> bool:
+        """Recursively delete a task run's snapshots; returns whether anything existed."""
+        path = self.namespace_path(key)
+        try:
+            self._fs.rm(path, recursive=True)
+        except FileNotFoundError:
+            return False
+        finally:
+            self._fs.invalidate_cache(path)
+        logger.info("discarded snapshot namespace %s", path)
+        return True
+
+    def clean_unreferenced(
+        self,
+        key: NamespaceKey,
+        partition: int | None = None,
+        *,
+        keep_manifests: int = 2,
+        grace: timedelta = DEFAULT_GRACE,
+    ) -> dict[int, list[str]]:
+        """Run :meth:`PartitionSnapshots.clean_unreferenced` on one or all partitions.
+
+        Returns the deleted paths per partition number.
+        """
+        numbers = self.partitions(key) if partition is None else [partition]
+        return {
+            number: self.partition(key, number).clean_unreferenced(
+                keep_manifests=keep_manifests, grace=grace
+            )
+            for number in numbers
+        }
+
+    def _subdirs(self, path: str) -> list[tuple[str, str]]:
+        """(decoded name, path) of the child directories this package could have made."""
+        children = []
+        for entry in list_entries(self._fs, path):
+            name = decode_component(basename(entry["name"]))
+            if entry.get("type") == "directory" and name is not None:
+                children.append((name, entry["name"].rstrip("/")))
+        return sorted(children)

@@ -1,0 +1,147 @@
+"""The Spark side of the job: reading, deterministic partitioning, output schema, writing.
+
+Kept apart from the driver's flow so each step is small and named, and so the rules that
+make resume exact (fixed partition count, key hash, total order within a partition) live
+in one place.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import fsspec
+import pyarrow as pa
+
+from spark_jobs.job_spec import JobSpec, SpecError
+from spark_jobs.partition_runner import ATTEMPTS_COLUMN, ERROR_COLUMN
+from spark_jobs.row_enrichment import CORRUPT_RECORD, EVENT_MS, HELPER_COLUMNS, SOURCE_FILE
+
+ARROW_TYPES = {
+    "string": pa.string(),
+    "int": pa.int64(),
+    "float": pa.float64(),
+    "bool": pa.bool_(),
+    "json": pa.string(),
+}
+
+
+def read_input(spark: Any, spec: JobSpec) -> Any:
+    """The input with the runner's helper columns (source file, event time in ms)."""
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as F
+
+    reader = spark.read
+    try:
+        if spec.input_format == "jsonl":
+            frame = (
+                reader.option("mode", "PERMISSIVE")
+                .option("columnNameOfCorruptRecord", CORRUPT_RECORD)
+                .json(spec.input)
+            )
+        elif spec.input_format == "csv":
+            frame = reader.option("header", "true").csv(spec.input)
+        else:
+            frame = reader.parquet(spec.input)
+    except AnalysisException as error:
+        raise SpecError(f"--input {spec.input}: {str(error).splitlines()[0]}") from None
+    columns = frame.columns
+    for option, column in (
+        ("key_column", spec.key_column),
+        ("event_time_column", spec.event_time_column),
+    ):
+        if column and column not in columns:
+            raise SpecError(
+                f"--{option.replace('_', '-')}: {column!r} is not an input column {columns}"
+            )
+    frame = frame.withColumn(SOURCE_FILE, F.input_file_name())
+    if spec.event_time_column:
+        frame = frame.withColumn(EVENT_MS, _event_ms(frame, spec.event_time_column))
+    return frame
+
+
+def _event_ms(frame: Any, column: str) -> Any:
+    """Milliseconds since the epoch (integers are taken as such); null when the value is
+    not a timestamp."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    data_type = frame.schema[column].dataType
+    if isinstance(data_type, T.IntegralType):
+        return F.col(column).cast("long")
+    if isinstance(data_type, T.TimestampType | T.TimestampNTZType | T.DateType):
+        return F.unix_millis(F.col(column).cast("timestamp"))
+    text = F.col(column).cast("string")
+    return F.when(text.rlike(r"^-?[0-9]+$"), text.cast("long")).otherwise(
+        F.unix_millis(F.try_to_timestamp(text))
+    )
+
+
+def partition_deterministically(frame: Any, spec: JobSpec) -> Any:
+    """N partitions by key hash, each sorted by key and then every other column: the
+    same rows in the same order whatever the cluster size or the input split. Rows equal
+    in every column may swap places, which changes nothing in the output."""
+    from pyspark.sql import functions as F
+
+    others = [c for c in frame.columns if c not in (spec.key_column, SOURCE_FILE)]
+    order = [F.col(spec.key_column).asc_nulls_first()] + [
+        F.col(c).cast("string").asc_nulls_first() for c in others
+    ]
+    return frame.repartition(spec.partitions, F.col(spec.key_column)).sortWithinPartitions(*order)
+
+
+def partition_sizes(partitioned: Any) -> dict[int, int]:
+    """Rows per partition (for progress and the summary's ``records_in``)."""
+    from pyspark.sql import functions as F
+
+    rows = partitioned.groupBy(F.spark_partition_id().alias("p")).count().collect()
+    return {row["p"]: row["count"] for row in rows}
+
+
+def output_arrow_schema(input_schema: Any, spec: JobSpec) -> pa.Schema:
+    """Input columns (helpers dropped) + enrichment fields + error + attempts."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType
+
+    kept = StructType([f for f in input_schema.fields if f.name not in HELPER_COLUMNS])
+    clashes = set(spec.response_fields) & set(kept.fieldNames())
+    if clashes:
+        raise SpecError(f"--response-field: {sorted(clashes)} already exist as input columns")
+    fields = list(to_arrow_schema(kept))
+    fields += [pa.field(name, ARROW_TYPES[f.type]) for name, f in spec.response_fields.items()]
+    fields += [pa.field(ERROR_COLUMN, pa.string()), pa.field(ATTEMPTS_COLUMN, pa.int64())]
+    return pa.schema(fields)
+
+
+def write_outputs(enriched: Any, spec: JobSpec) -> dict[str, int]:
+    """``data/`` and ``dead_letters/`` as Parquet, computed once (cached; a lost cache
+    block is recomputed from the snapshots, without calling the API again)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    out = spec.output.rstrip("/")
+    cached = enriched.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        failed = F.col(ERROR_COLUMN).isNotNull()
+        bookkeeping = [ERROR_COLUMN, ATTEMPTS_COLUMN]
+        if CORRUPT_RECORD in cached.columns:
+            bookkeeping.append(CORRUPT_RECORD)
+        cached.filter(~failed).drop(*bookkeeping).write.mode("overwrite").parquet(f"{out}/data")
+        dead = cached.filter(failed).drop(*spec.response_fields)
+        dead = dead.withColumnRenamed(ERROR_COLUMN, "error").withColumnRenamed(
+            ATTEMPTS_COLUMN, "attempts"
+        )
+        dead.write.mode("overwrite").parquet(f"{out}/dead_letters")
+        counts = {row[0]: row[1] for row in cached.groupBy(failed).count().collect()}
+    finally:
+        cached.unpersist()
+    return {"enriched": counts.get(False, 0), "dead_letters": counts.get(True, 0)}
+
+
+def input_fingerprint(frame: Any) -> dict[str, list[Any]]:
+    """Every input file with its size and modification time: a changed file changes it."""
+    files: dict[str, list[Any]] = {}
+    for url in sorted(frame.inputFiles()):
+        fs, path = fsspec.core.url_to_fs(url)
+        info = fs.info(path)
+        files[url] = [info.get("size"), str(info.get("mtime") or info.get("LastModified") or "")]
+    return files

@@ -1,0 +1,101 @@
+"""The job summary (``_SUMMARY.json``, the Airflow task's XCom, the Asset event's extra)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spark_jobs.asyncwait import StreamStatus, Watermark, WatermarkValve
+from spark_jobs.job_spec import JobSpec
+from spark_jobs.snapshots import NamespaceKey, PartitionProgress, SnapshotStore
+
+
+def job_watermark(partitions: list[PartitionProgress], count: int) -> int | None:
+    """The valve's output with partitions as channels: a finished or empty partition is
+    idle and holds nothing back."""
+    if not any(p.watermark is not None for p in partitions):
+        return None
+    valve = WatermarkValve(count)
+    by_id = {p.partition: p for p in partitions}
+    for channel in range(count):
+        part = by_id.get(channel)
+        if part is not None and part.watermark is not None:
+            valve.input_watermark(Watermark(part.watermark), channel)
+    for channel in range(count):
+        part = by_id.get(channel)
+        if part is None or part.stats.get("finished"):
+            valve.input_status(StreamStatus.IDLE, channel)
+    return valve.last_output_watermark
+
+
+def cost_report(
+    partitions: list[PartitionProgress], cost_per_request: float | None
+) -> dict[str, Any]:
+    """What the run paid for and what it did not have to: calls made, and calls saved by
+    the response cache, by sharing identical requests and by resuming from snapshots."""
+
+    def total(name: str) -> int:
+        return sum(int(p.stats.get(name, 0)) for p in partitions)
+
+    saved = {
+        "response_cache_hits": total("response_cache_hits"),
+        "coalesced_calls": total("coalesced_calls") + total("cache_hits"),
+        "calls_saved_by_resume": total("replayed"),
+    }
+    report: dict[str, Any] = {"requests_made": total("requests_made"), **saved}
+    if cost_per_request is not None:
+        report["cost_per_request"] = cost_per_request
+        report["estimated_cost"] = round(report["requests_made"] * cost_per_request, 6)
+        report["estimated_saving"] = round(sum(saved.values()) * cost_per_request, 6)
+    return report
+
+
+def build_summary(
+    store: SnapshotStore,
+    key: NamespaceKey,
+    spec: JobSpec,
+    *,
+    records_in: int,
+    counts: dict[str, int],
+    resumed: bool,
+    duration_s: float,
+    run_id: str = "run",
+) -> dict[str, Any]:
+    partitions = store.namespace_progress(key)
+    stopped = [
+        p for p in partitions if p.stats.get("budget_exhausted") and p.stats.get("run_id") == run_id
+    ]
+    if stopped:  # the output is partial: count what the snapshots hold
+        counts = {
+            "enriched": sum(p.committed_rows for p in partitions),
+            "dead_letters": sum(p.dead_letter_rows for p in partitions),
+        }
+    summary = {
+        "run_id": run_id,
+        "records_in": records_in,
+        "enriched": counts["enriched"],
+        "dead_letters": counts["dead_letters"],
+        "replayed_from_snapshot": sum(int(p.stats.get("replayed", 0)) for p in partitions),
+        "requests_made": sum(int(p.stats.get("requests_made", 0)) for p in partitions),
+        "resumed": resumed or any(p.stats.get("resumed") for p in partitions),
+        "epochs": sum(p.epoch + 1 for p in partitions),
+        "duration_s": round(duration_s, 3),
+        "watermark": job_watermark(partitions, spec.partitions),
+        "partitions": spec.partitions,
+        "python_worker_peak_rss_mb": max(
+            (float(p.stats.get("rss_mb_peak", 0)) for p in partitions), default=0.0
+        ),
+        "output": spec.output,
+    }
+    summary["cost"] = cost_report(partitions, spec.cost_per_request)
+    if stopped:
+        done = summary["enriched"] + summary["dead_letters"]
+        summary.update(
+            budget_exhausted=True,
+            records_done=done,
+            records_left=records_in - done,
+            partitions_stopped=sorted(p.partition for p in stopped),
+        )
+        return summary
+    if summary["records_in"] != summary["enriched"] + summary["dead_letters"]:
+        raise RuntimeError(f"records_in != enriched + dead_letters in {summary}")
+    return summary
