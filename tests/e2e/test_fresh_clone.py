@@ -1,6 +1,7 @@
 """A newcomer's first command: ``make demo`` from a fresh clone in a temporary directory
 (only the pip cache is shared), checked on its summary: resumed after the planned
-outage, every record written exactly once, calls saved by resume."""
+outage, every record written exactly once, calls saved by resume, and a second day that
+pays only for new customers."""
 
 from __future__ import annotations
 
@@ -50,3 +51,8 @@ def test_make_demo_from_a_fresh_clone(tmp_path):
     records = int(summary_value(output, "records"))
     assert records == int(summary_value(output, "rows written (data + dead letters)"))
     assert "first try failed during the outage" in output
+    # Day 2 brings back day 1's customers: the response cache answers most of them.
+    assert summary_value(output, "day 2 exactly once") == "yes"
+    day_2_records = int(summary_value(output, "day 2 (2024-01-02) records"))
+    day_2_calls = int(summary_value(output, "day 2 API calls").split()[0])
+    assert day_2_calls < day_2_records / 4

@@ -46,6 +46,10 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
     :param max_requests: request budget of one try; a spent budget fails the task without
         automatic retries, and clearing it resumes (templated).
     :param cost_per_request: price of one call, for the summary's cost report (templated).
+    :param ship_environment: the packed runtime from ``make dist`` (``enrich_env.pex``)
+        for clusters whose executors lack the job's packages (YARN, Kubernetes, a bare
+        standalone cluster): shipped with ``--files`` and run as the executors' Python
+        (``spark.pyspark.python``). None (default) for ``local[*]`` or prepared workers.
     :param job_args: further ``enrich_job`` flags, e.g. ``["--timeout", "10"]``.
     """
 
@@ -82,6 +86,7 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         input_format: str = "jsonl",
         event_time_column: str | None = None,
         snapshot_root: str | None = None,
+        ship_environment: str | None = None,
         cache_dir: str | None = None,
         cache_ttl: str | None = None,
         max_requests: int | str | None = None,
@@ -103,6 +108,13 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         self.input_format = input_format
         self.event_time_column = event_time_column
         self.snapshot_root = snapshot_root
+        if ship_environment:
+            self.files = ",".join(filter(None, [self.files, ship_environment]))
+            self.conf = {
+                **(self.conf or {}),
+                "spark.pyspark.python": f"./{Path(ship_environment).name}",
+                "spark.pyspark.driver.python": sys.executable,
+            }
         self.cache_dir = cache_dir
         self.cache_ttl = cache_ttl
         self.max_requests = max_requests

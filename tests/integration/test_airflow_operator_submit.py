@@ -1,0 +1,53 @@
+"""The Airflow operator's spark-submit command, rendered by the Spark provider's own hook:
+what a YARN or Kubernetes user's cluster receives when the job's environment is shipped."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from plugins.enrichment_operator import ENRICH_JOB, ResumableEnrichmentOperator
+
+pytestmark = pytest.mark.airflow
+
+
+# k8s:// masters need the cncf.kubernetes provider installed to build a command at all.
+@pytest.mark.parametrize("master", ["yarn", "spark://spark-master:7077"])
+def test_the_shipped_environment_travels_with_files_and_runs_as_the_executors_python(
+    monkeypatch, master
+):
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_ENRICH", json.dumps({"conn_type": "spark", "host": master})
+    )
+    operator = ResumableEnrichmentOperator(
+        task_id="enrich",
+        input_path="s3://bucket/in",
+        output_path="s3://bucket/out",
+        key_column="id",
+        url_path="/customers/{id}",
+        response_fields={"name": "$.name"},
+        ship_environment="/opt/dist/enrich_env.pex",
+        files="/opt/extra/lookup.csv",
+    )
+    command = operator._get_hook()._build_spark_submit_command(ENRICH_JOB)
+    assert command[command.index("--files") + 1] == "/opt/extra/lookup.csv,/opt/dist/enrich_env.pex"
+    confs = [command[i + 1] for i, arg in enumerate(command) if arg == "--conf"]
+    assert "spark.pyspark.python=./enrich_env.pex" in confs
+    assert command[command.index("--master") + 1] == master
+
+
+def test_without_a_shipped_environment_nothing_is_added(monkeypatch):
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_ENRICH", json.dumps({"conn_type": "spark", "host": "local[2]"})
+    )
+    operator = ResumableEnrichmentOperator(
+        task_id="enrich",
+        input_path="in",
+        output_path="out",
+        key_column="id",
+        url_path="/customers/{id}",
+        response_fields={"name": "$.name"},
+    )
+    command = operator._get_hook()._build_spark_submit_command(ENRICH_JOB)
+    assert "--files" not in command and "spark.pyspark.python" not in " ".join(command)
