@@ -3,10 +3,16 @@
 
 The output watermark is the minimum over channels that are active and aligned. An idle
 channel is excluded, so a partition with no data does not hold event time back. A channel
-that becomes active again only rejoins the minimum (realigns) once its watermark catches
-up with the last output, so the output never goes backwards. When every channel is idle
-the output goes idle too, and when the last active channel goes idle while it was the one
-holding the output, the output flushes to the maximum watermark of all channels.
+that becomes active again rejoins the minimum (realigns) at once when its watermark is not
+behind the last output, and the minimum is worked out again then (after ACTIVE, if the
+output was idle); otherwise it realigns once a later watermark catches up, so the output
+never goes backwards. When every channel is idle the output goes idle too, after flushing
+to the maximum watermark of all channels, whichever channel went idle last and whether
+it was aligned. A watermark equal to the last output is never emitted twice.
+
+The realignment rules follow FLINK-40475: before it, a last-idle channel that was not
+aligned skipped the flush, and a channel realigned on becoming active did not work out
+the minimum again, so the output could stay behind until more data came.
 """
 
 from __future__ import annotations
@@ -52,19 +58,19 @@ class WatermarkValve:
             state.status = StreamStatus.IDLE
             state.aligned = False
             if not any(c.status is StreamStatus.ACTIVE for c in self._channels):
-                if state.watermark == self.last_output_watermark:
-                    out += self._max_over_all()
+                out += self._max_over_all()  # nothing will advance: flush
                 self.last_output_status = StreamStatus.IDLE
                 out.append(StreamStatus.IDLE)
             elif state.watermark == self.last_output_watermark:
                 out += self._new_min_over_aligned()  # it may have been holding the output
         elif status is StreamStatus.ACTIVE and state.status is StreamStatus.IDLE:
             state.status = StreamStatus.ACTIVE
-            if state.watermark >= self.last_output_watermark:
-                state.aligned = True
             if self.last_output_status is StreamStatus.IDLE:
                 self.last_output_status = StreamStatus.ACTIVE
                 out.append(StreamStatus.ACTIVE)
+            if state.watermark >= self.last_output_watermark:
+                state.aligned = True
+                out += self._new_min_over_aligned()
         return out
 
     def _channel(self, channel: int) -> _Channel:

@@ -54,7 +54,7 @@ def test_all_idle_emits_idle_and_flushes_to_the_max_watermark():
     assert valve.last_output_status is IDLE
 
 
-def test_no_flush_when_the_last_idle_channel_was_not_holding_the_output():
+def test_the_flush_adds_nothing_when_the_output_already_holds_the_max():
     valve = WatermarkValve(2)
     valve.input_watermark(Watermark(4), 0)
     valve.input_watermark(Watermark(9), 1)  # output 4, held by channel 0
@@ -106,3 +106,55 @@ def test_generator_rejects_bad_settings():
         BoundedOutOfOrdernessGenerator(bound=-1)
     with pytest.raises(ValueError, match="interval"):
         BoundedOutOfOrdernessGenerator(bound=0, every=0)
+
+
+# FLINK-40475: realignment after idleness works out the minimum again.
+
+
+def test_all_idle_flushes_even_when_the_last_channel_to_go_idle_is_unaligned():
+    """(a) Channel 2 came back behind the output (unaligned) and is the last to go idle:
+    the flush to the maximum must still happen, or the output stays at 20 for good."""
+    valve = WatermarkValve(3)
+    valve.input_watermark(Watermark(20), 0)
+    valve.input_watermark(Watermark(30), 1)
+    valve.input_status(IDLE, 2)
+    assert valve.input_watermark(Watermark(5), 2) == []  # ignored while idle
+    assert valve.input_status(ACTIVE, 2) == []  # behind the output of 20: unaligned
+    assert valve.last_output_watermark == 20
+    assert valve.input_status(IDLE, 1) == []
+    assert valve.input_status(IDLE, 0) == []  # channel 2 is still active
+    assert valve.input_status(IDLE, 2) == [Watermark(30), IDLE]
+
+
+def test_a_channel_active_again_as_the_only_aligned_one_moves_the_output_at_once():
+    """(b) Channel 1 went idle ahead of the output; when it is back it is the only aligned
+    channel, and its watermark becomes the output without waiting for new data."""
+    valve = WatermarkValve(3)
+    valve.input_watermark(Watermark(20), 0)
+    valve.input_watermark(Watermark(30), 1)
+    valve.input_status(IDLE, 2)
+    valve.input_status(ACTIVE, 2)  # back with MIN_WATERMARK: unaligned
+    assert valve.input_status(IDLE, 1) == []
+    assert valve.input_status(IDLE, 0) == []  # nothing aligned is left: output stays 20
+    assert valve.input_status(ACTIVE, 1) == [Watermark(30)]
+
+
+def test_the_all_idle_flush_never_repeats_the_last_output():
+    """(c) The maximum equals the last output: only IDLE goes out."""
+    valve = WatermarkValve(2)
+    valve.input_watermark(Watermark(10), 0)
+    assert valve.input_watermark(Watermark(10), 1) == [Watermark(10)]
+    assert valve.input_status(IDLE, 1) == []
+    assert valve.input_status(IDLE, 0) == [IDLE]
+
+
+def test_on_idle_to_active_the_status_comes_before_the_new_watermark():
+    """The order rule: downstream learns the output is active before it moves."""
+    valve = WatermarkValve(2)
+    valve.input_watermark(Watermark(10), 0)
+    valve.input_watermark(Watermark(10), 1)
+    valve.input_status(IDLE, 0)
+    assert valve.input_status(IDLE, 1) == [IDLE]
+    outputs = valve.input_status(ACTIVE, 0)
+    assert outputs[0] is ACTIVE
+    assert valve.input_watermark(Watermark(15), 0) == [Watermark(15)]
