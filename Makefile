@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 COMPOSE ?= docker compose
 
-.PHONY: install test test-unit lint dist demo bench bench-operator bench-http bench-reliability constraints up down clean
+.PHONY: install test test-unit test-under-load lint dist demo bench bench-operator bench-http bench-reliability constraints up down clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,15 @@ test: $(STAMP)
 
 test-unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit
+
+# Tests that drive real services, RUNS times with every core kept busy by busy loops.
+RUNS ?= 5
+LOADED_TESTS ?= tests/integration/test_airflow_scheduler.py
+test-under-load: $(STAMP)
+	for run in $$(seq $(RUNS)); do \
+		echo "run $$run of $(RUNS), all cores busy"; \
+		$(PY) -m tests.under_load $(PY) -m pytest -q $(LOADED_TESTS) || exit 1; \
+	done
 
 # What a cluster needs (README "Scale-out"): the wheel, for Airflow deployments
 # (pip install 'resumable-enrichment[airflow]'), and the job's runtime as one PEX file for

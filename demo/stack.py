@@ -117,6 +117,8 @@ def airflow_env(
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(home / "plugins"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "demo.airflow_sqlite.CONNECT_ARGS",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC": "demo.airflow_sqlite.CONNECT_ARGS",
         "AIRFLOW_CONN_SPARK_ENRICH": json.dumps({"conn_type": "spark", "host": spark_master}),
         "AIRFLOW_CONN_ENRICHMENT_API": json.dumps(
             {

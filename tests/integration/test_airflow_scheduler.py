@@ -128,6 +128,16 @@ def test_clearing_a_failed_task_through_the_rest_api_resumes(stack):
         f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances/enrich",
         {"new_state": "failed"},
     )
+    # As in the UI: Clear once the scheduler has settled the run (publish upstream_failed,
+    # the run failed); clearing earlier leaves publish behind in upstream_failed.
+    services.wait_for(
+        lambda: (
+            services.task_instance(DAG, run_id, "publish")["state"] == "upstream_failed"
+            and services.dag_run(DAG, run_id)["state"] == "failed"
+        ),
+        300,
+        "the run to settle as failed",
+    )
     api.heal()
     services.request(  # what the UI's "Clear" sends
         "POST",
