@@ -6,7 +6,8 @@ Configuration only: the work is in ``plugins`` and ``spark_jobs``. Endpoints and
 token come from connections (``AIRFLOW_CONN_ENRICHMENT_API``, ``AIRFLOW_CONN_SPARK_ENRICH``),
 paths from Variables (``enrichment_data_root``, ``enrichment_snapshot_root``, and
 optionally ``enrichment_cache_root``, ``enrichment_cache_ttl``,
-``enrichment_cost_per_request`` for the response cache and the cost report). A retry, a
+``enrichment_cost_per_request`` for the response cache and the cost report, and
+``enrichment_ship_environment`` for clusters whose executors need the packed runtime). A retry, a
 backfill or a "Clear" of the same day resumes from that day's snapshots.
 """
 
@@ -84,6 +85,7 @@ with DAG(
         resume="{{ params.resume }}",
         capacity="{{ params.capacity }}",
         partitions="{{ params.partitions }}",
+        ship_environment="{{ var.value.get('enrichment_ship_environment', '') }}",
         cache_dir="{{ var.value.get('enrichment_cache_root', '') }}",
         cache_ttl="{{ var.value.get('enrichment_cache_ttl', '1d') }}",
         max_requests="{{ params.max_requests }}",

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import fsspec
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
@@ -49,7 +50,8 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
     :param ship_environment: the packed runtime from ``make dist`` (``enrich_env.pex``)
         for clusters whose executors lack the job's packages (YARN, Kubernetes, a bare
         standalone cluster): shipped with ``--files`` and run as the executors' Python
-        (``spark.pyspark.python``). None (default) for ``local[*]`` or prepared workers.
+        (``spark.pyspark.python``). Empty (default) for ``local[*]`` or prepared workers
+        (templated).
     :param job_args: further ``enrich_job`` flags, e.g. ``["--timeout", "10"]``.
     """
 
@@ -61,6 +63,7 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         "partitions",
         "capacity",
         "snapshot_root",
+        "ship_environment",
         "cache_dir",
         "cache_ttl",
         "max_requests",
@@ -108,13 +111,7 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         self.input_format = input_format
         self.event_time_column = event_time_column
         self.snapshot_root = snapshot_root
-        if ship_environment:
-            self.files = ",".join(filter(None, [self.files, ship_environment]))
-            self.conf = {
-                **(self.conf or {}),
-                "spark.pyspark.python": f"./{Path(ship_environment).name}",
-                "spark.pyspark.driver.python": sys.executable,
-            }
+        self.ship_environment = ship_environment
         self.cache_dir = cache_dir
         self.cache_ttl = cache_ttl
         self.max_requests = max_requests
@@ -209,6 +206,20 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
             self.log.info("resuming %s (%s)", progress.describe(total), where)
         else:
             self.log.info("starting fresh: no snapshot for this run yet (%s)", where)
+
+    def _get_hook(self) -> SparkSubmitHook:
+        """The provider's hook, with the packed environment (if any) in its files and conf:
+        set here, after templating, so a Variable can name it."""
+        pex = self.ship_environment
+        if pex and pex != "None":
+            files = [name for name in (self.files or "").split(",") if name]
+            self.files = ",".join(files if pex in files else [*files, pex])
+            self.conf = {
+                **(self.conf or {}),
+                "spark.pyspark.python": f"./{Path(pex).name}",
+                "spark.pyspark.driver.python": sys.executable,
+            }
+        return super()._get_hook()
 
     def _cost_args(self) -> list[str]:
         """Flags of the cost options that are set (a template may render None as "")."""
