@@ -21,13 +21,19 @@ from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
-import fsspec
 import pyarrow as pa
 
 from spark_jobs.executor_check import ExecutorEnvironmentError, check_executors
 from spark_jobs.job_spec import JobSpec, SpecError, parse_args
 from spark_jobs.progress import ProgressReporter
-from spark_jobs.snapshots import NamespaceKey, SnapshotStore
+from spark_jobs.publish import drop_data, publish, staging_for, write_summary
+from spark_jobs.snapshots import (
+    Heartbeat,
+    LeaseError,
+    NamespaceKey,
+    NamespaceLease,
+    SnapshotStore,
+)
 from spark_jobs.snapshots.resume import ResumeRefusedError, decide
 from spark_jobs.spark_io import (
     input_fingerprint,
@@ -43,6 +49,8 @@ logger = logging.getLogger("enrich_job")
 
 #: Exit status of a run that stopped because ``--max-requests`` was spent (resumable).
 BUDGET_EXHAUSTED_EXIT = 4
+#: Exit status of a run that could not hold its namespace (another run has it).
+LEASE_EXIT = 5
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     except (SpecError, ResumeRefusedError, ExecutorEnvironmentError) as error:
         print(f"enrich_job: error: {error}", file=sys.stderr)
         return 3
+    except LeaseError as error:
+        print(f"enrich_job: error: {error}", file=sys.stderr)
+        return LEASE_EXIT
     finally:
         spark.stop()
     print(json.dumps(summary, sort_keys=True))
@@ -77,11 +88,40 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(spark: Any, spec: JobSpec) -> dict[str, Any]:
-    """The whole job on an existing session; returns the summary it also writes."""
-    started = time.monotonic()
+    """The whole job on an existing session, holding the namespace's lease; returns the
+    summary it also publishes."""
     run_id = spec.run_id or uuid.uuid4().hex[:12]
     store = SnapshotStore(spec.snapshot_dir)
     key = NamespaceKey(spec.dag_id, spec.task_id, spec.interval_start)
+    lease = store.lease(key, run_id, spec.lease_ttl)
+    lease.acquire(spec.lease_wait)
+    try:
+        with Heartbeat(lease, on_lost=spark.sparkContext.cancelAllJobs) as heartbeat:
+            try:
+                return _run_holding_lease(spark, spec, store, key, lease, run_id)
+            except Exception:
+                if heartbeat.lost:
+                    raise LeaseError(_FENCED) from None
+                raise
+    finally:
+        lease.release()
+
+
+_FENCED = (
+    "fenced off: another run took over this namespace (this run's lease expired or was "
+    "discarded); nothing of this run was published"
+)
+
+
+def _run_holding_lease(
+    spark: Any,
+    spec: JobSpec,
+    store: SnapshotStore,
+    key: NamespaceKey,
+    lease: NamespaceLease,
+    run_id: str,
+) -> dict[str, Any]:
+    started = time.monotonic()
     frame = read_input(spark, spec)
     partitioned = partition_deterministically(frame, spec)
     sizes = partition_sizes(partitioned)
@@ -90,8 +130,10 @@ def run(spark: Any, spec: JobSpec) -> dict[str, Any]:
     job_record = {**identity, "fingerprint": _digest(identity), "records_in": records_in}
     decision = decide(store, key, job_record, spec.resume, records_in)
     logger.info("%s (%s)", decision.message, store.namespace_path(key))
+    if decision.completed is not None:
+        return decision.completed["summary"]
     if not decision.resume:
-        store.discard(key)
+        store.discard_snapshots(key)
     store.write_job_record(key, job_record)
 
     from pyspark.sql.pandas.types import from_arrow_schema
@@ -99,8 +141,9 @@ def run(spark: Any, spec: JobSpec) -> dict[str, Any]:
     schema = output_arrow_schema(frame.schema, spec)
     enrich = _partition_function(spec, key, job_record["fingerprint"], sizes, schema, run_id)
     enriched = partitioned.mapInArrow(enrich, from_arrow_schema(schema))
+    staging = staging_for(spec.output, run_id)
     with ProgressReporter(store, key, sizes, spec.progress_interval):
-        counts = write_outputs(enriched, spec)
+        counts = write_outputs(enriched, spec, staging)
     summary = build_summary(
         store,
         key,
@@ -113,27 +156,22 @@ def run(spark: Any, spec: JobSpec) -> dict[str, Any]:
     )
     if summary.get("budget_exhausted"):
         # Partial output must not look like a result: only the summary says where it is.
-        _remove_outputs(spec.output)
-    with fsspec.open(f"{spec.output.rstrip('/')}/_SUMMARY.json", "w") as file:
-        json.dump(summary, file, indent=2, sort_keys=True)
+        drop_data(staging)
+    write_summary(staging, summary)
+    if not lease.holds():
+        raise LeaseError(_FENCED)
+    publish(staging, spec.output)
+    logger.info("summary: %s", json.dumps(summary, sort_keys=True))
     if summary.get("budget_exhausted"):
-        logger.info("summary: %s", json.dumps(summary, sort_keys=True))
         return summary  # the snapshots are what the next run resumes from
     if spec.keep_snapshots:
         # Every writer is done: delete what no valid manifest references (files of
         # attempts that died before committing, corrupt ones), keeping the history.
         store.clean_unreferenced(key, keep_manifests=sys.maxsize, grace=timedelta(0))
     else:
-        store.discard(key)
-    logger.info("summary: %s", json.dumps(summary, sort_keys=True))
+        record = {"fingerprint": job_record["fingerprint"], "run_id": run_id}
+        store.mark_completed(key, {**record, "summary": summary})
     return summary
-
-
-def _remove_outputs(output: str) -> None:
-    fs, root = fsspec.core.url_to_fs(output)
-    for name in ("data", "dead_letters"):
-        if fs.exists(f"{root.rstrip('/')}/{name}"):
-            fs.rm(f"{root.rstrip('/')}/{name}", recursive=True)
 
 
 def _partition_function(
@@ -156,8 +194,9 @@ def _partition_function(
         partition = context.partitionId()
         attempt = f"s{context.stageId()}-t{context.taskAttemptId()}-a{context.attemptNumber()}"
         task_spec = JobSpec.from_json(spec_json)
-        snapshots = SnapshotStore(task_spec.snapshot_dir).partition(key, partition)
-        runner = PartitionRunner(task_spec, snapshots, schema)
+        store = SnapshotStore(task_spec.snapshot_dir)
+        lease = store.lease(key, run_id)
+        runner = PartitionRunner(task_spec, store.partition(key, partition), schema, lease.holds)
         task = PartitionTask(partition, attempt, sizes.get(partition, 0), fingerprint, run_id)
         yield from runner.run(batches, task)
 

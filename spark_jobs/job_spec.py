@@ -99,6 +99,10 @@ class JobSpec:
     """Request budget of one run, split evenly across partitions; None for no limit."""
     run_id: str | None = None
     """Names this run (the request budget is per run); a random one when None."""
+    lease_ttl: float = 60.0
+    """Seconds a run's lease on its namespace lasts unless renewed (renewed every third)."""
+    lease_wait: float = 3600.0
+    """Seconds to wait for another live run of the namespace to finish before failing."""
     ship_env: str | None = None
     """The packed runtime (``make dist``: ``dist/enrich_env.pex``) for executors that lack
     the job's packages: shipped with the job and run as the executors' Python."""
@@ -132,7 +136,7 @@ class JobSpec:
                 name,
                 f"must be a positive integer, got {value!r}",
             )
-        for name in ("timeout", "snapshot_interval", "progress_interval"):
+        for name in ("timeout", "snapshot_interval", "progress_interval", "lease_ttl"):
             _check(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)!r}")
         _check(self.max_out_of_orderness >= 0, "max_out_of_orderness", "must be >= 0")
         if self.queue_capacity is not None:
@@ -410,6 +414,17 @@ def build_parser() -> argparse.ArgumentParser:
     add("--cache-ttl", help="how long cached answers are used: 3600, 15m, 12h, 7d (default 1d)")
     add("--cost-per-request", type=float, help="price of one call, for the summary's estimate")
     add("--run-id", help="name of this run in the summary (default: random)")
+    add(
+        "--lease-ttl",
+        type=float,
+        help="seconds a run's hold on its snapshot namespace lasts unless renewed; another "
+        "run takes it over after that (default 60)",
+    )
+    add(
+        "--lease-wait",
+        type=float,
+        help="seconds to wait while another live run holds the namespace (default 3600)",
+    )
     add(
         "--ship-env",
         metavar="PEX",

@@ -43,7 +43,7 @@ from spark_jobs.asyncwait import (
 from spark_jobs.enrichers import BudgetExhausted, default_retry_strategy
 from spark_jobs.job_spec import JobSpec
 from spark_jobs.row_enrichment import EVENT_MS, HELPER_COLUMNS, open_row_enrichment
-from spark_jobs.snapshots import Manifest, PartitionSnapshots
+from spark_jobs.snapshots import LeaseError, Manifest, PartitionSnapshots
 
 logger = logging.getLogger(__name__)
 
@@ -85,9 +85,18 @@ class _Epoch:
 
 
 class PartitionRunner:
-    def __init__(self, spec: JobSpec, snapshots: PartitionSnapshots, schema: pa.Schema) -> None:
+    def __init__(
+        self,
+        spec: JobSpec,
+        snapshots: PartitionSnapshots,
+        schema: pa.Schema,
+        holds_lease: Callable[[], bool] | None = None,
+    ) -> None:
+        """``holds_lease`` says whether this run still owns the namespace: asked before
+        any work and before every commit, so a fenced-off run stops (see ``lease.py``)."""
         self.spec = spec
         self.snapshots = snapshots
+        self.holds_lease = holds_lease
         self.schema = schema  # input columns + enrichment fields + _error + _attempts
         self.enrichment_fields = list(spec.response_fields)
 
@@ -108,10 +117,18 @@ class PartitionRunner:
             loop.run_until_complete(outputs.aclose())
             loop.close()
 
+    def check_lease(self) -> None:
+        if self.holds_lease is not None and not self.holds_lease():
+            raise LeaseError(
+                f"partition {self.snapshots.partition}: fenced off: another run holds this "
+                "namespace now; this attempt commits nothing"
+            )
+
     async def run_async(
         self, batches: Iterable[pa.RecordBatch], task: PartitionTask
     ) -> AsyncIterator[pa.RecordBatch]:
         state = _RunState(self, task)
+        await asyncio.to_thread(self.check_lease)
         manifest = await asyncio.to_thread(self.snapshots.latest)
         if manifest is not None and manifest.job_fingerprint != task.fingerprint:
             logger.warning(
@@ -437,6 +454,7 @@ class _RunState:
                 records_total=task.records_total,
                 stats=stats,
             )
+        self.runner.check_lease()
         committed = store.commit(manifest)
         self.last_committed = committed
         logger.info(

@@ -112,13 +112,14 @@ def output_arrow_schema(input_schema: Any, spec: JobSpec) -> pa.Schema:
     return pa.schema(fields)
 
 
-def write_outputs(enriched: Any, spec: JobSpec) -> dict[str, int]:
-    """``data/`` and ``dead_letters/`` as Parquet, computed once (cached; a lost cache
-    block is recomputed from the snapshots, without calling the API again)."""
+def write_outputs(enriched: Any, spec: JobSpec, directory: str) -> dict[str, int]:
+    """``data/`` and ``dead_letters/`` as Parquet under ``directory`` (the run's staging
+    directory), computed once (cached; a lost cache block is recomputed from the
+    snapshots, without calling the API again)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    out = spec.output.rstrip("/")
+    out = directory.rstrip("/")
     cached = enriched.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         failed = F.col(ERROR_COLUMN).isNotNull()

@@ -41,6 +41,7 @@ validated (``ValueError``) and ``:``/``+`` escaped as ``%3A``/``%2B``.
 Blocking I/O throughout: call it from a thread (``asyncio.to_thread``) inside event loops.
 """
 
+from .lease import Heartbeat, LeaseError, NamespaceLease
 from .manifest import FORMAT_VERSION, Manifest, ManifestError, NewerFormatError, SegmentRef
 from .partition import DEFAULT_GRACE, PartitionSnapshots
 from .paths import NamespaceKey
@@ -50,10 +51,13 @@ from .store import SnapshotStore
 __all__ = [
     "DEFAULT_GRACE",
     "FORMAT_VERSION",
+    "Heartbeat",
+    "LeaseError",
     "Manifest",
     "ManifestError",
     "NamespaceInfo",
     "NamespaceKey",
+    "NamespaceLease",
     "NewerFormatError",
     "PartitionProgress",
     "PartitionSnapshots",

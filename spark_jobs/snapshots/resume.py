@@ -24,6 +24,8 @@ class ResumeRefusedError(RuntimeError):
 class Decision:
     resume: bool
     message: str
+    completed: dict[str, Any] | None = None
+    """The completion record when this very job has already been published: nothing to do."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,14 @@ def decide(
     """
     if mode == "never":
         return Decision(False, "starting fresh: --resume never")
+    completed = store.read_completed(key)
+    if completed is not None and completed.get("fingerprint") == job_record["fingerprint"]:
+        return Decision(
+            False,
+            f"already complete: run {completed.get('run_id')} published this job's output; "
+            "nothing to do (--resume never runs it again)",
+            completed,
+        )
     progress = read_progress(store, key)
     previous = store.read_job_record(key)
     if not progress.partitions:

@@ -21,7 +21,7 @@ from .paths import TEMP_SUFFIX
 _RENAME_ATOMIC_PROTOCOLS = frozenset({"file", "local", "hdfs", "arrow_hdfs", "viewfs"})
 
 
-def _has_atomic_rename(fs: AbstractFileSystem) -> bool:
+def has_atomic_rename(fs: AbstractFileSystem) -> bool:
     protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
     return bool(protocols & _RENAME_ATOMIC_PROTOCOLS)
 
@@ -54,7 +54,7 @@ def write_new_file(fs: AbstractFileSystem, directory: str, name: str, data: byte
     A partial file left by a crash is harmless: no committed manifest names it, readers
     never look at it, and cleanup removes it after the grace period.
     """
-    if _has_atomic_rename(fs):
+    if has_atomic_rename(fs):
         fs.makedirs(directory, exist_ok=True)
     _write(fs, f"{directory}/{name}", data)
 
@@ -62,7 +62,7 @@ def write_new_file(fs: AbstractFileSystem, directory: str, name: str, data: byte
 def write_atomically(fs: AbstractFileSystem, directory: str, name: str, data: bytes) -> None:
     """Make ``directory/name`` appear complete or not at all (the manifest commit point)."""
     final = f"{directory}/{name}"
-    if not _has_atomic_rename(fs):
+    if not has_atomic_rename(fs):
         fs.pipe_file(final, data)
         return
     fs.makedirs(directory, exist_ok=True)

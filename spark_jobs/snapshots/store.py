@@ -14,6 +14,7 @@ from typing import Any
 
 from fsspec.core import url_to_fs
 
+from .lease import DEFAULT_TTL_S, LEASE_FILE, NamespaceLease
 from .partition import DEFAULT_GRACE, PartitionSnapshots
 from .paths import (
     PARTITION_DIR,
@@ -29,6 +30,9 @@ logger = logging.getLogger(__name__)
 
 #: The job description a run leaves in its namespace, so a later run can say what changed.
 JOB_RECORD = "job.json"
+#: What a successful run leaves behind instead of its snapshots: a rerun (a zombie try's
+#: retry, a second submit) of the same job then knows the output is already published.
+COMPLETED_RECORD = "completed.json"
 
 
 class SnapshotStore:
@@ -107,6 +111,36 @@ class SnapshotStore:
             return None
         except ValueError:
             logger.warning("ignoring unreadable job record %s", path)
+            return None
+        return record if isinstance(record, dict) else None
+
+    def lease(self, key: NamespaceKey, owner: str, ttl_s: float = DEFAULT_TTL_S) -> NamespaceLease:
+        """The namespace's lease as seen by run ``owner`` (see ``lease.py``)."""
+        return NamespaceLease(self._fs, self.namespace_path(key), owner, ttl_s)
+
+    def discard_snapshots(self, key: NamespaceKey) -> None:
+        """Delete the partitions, job record and completion record, keeping the lease:
+        a run starting fresh clears what earlier runs left without giving up its lease."""
+        path = self.namespace_path(key)
+        for entry in list_entries(self._fs, path):
+            if basename(entry["name"]) != LEASE_FILE:
+                self._fs.rm(entry["name"], recursive=True)
+        self._fs.invalidate_cache(path)
+
+    def mark_completed(self, key: NamespaceKey, record: Mapping[str, Any]) -> None:
+        """Replace the snapshots by a completion record (fingerprint, run, summary)."""
+        self.discard_snapshots(key)
+        data = json.dumps(record, sort_keys=True, indent=1).encode()
+        write_atomically(self._fs, self.namespace_path(key), COMPLETED_RECORD, data)
+
+    def read_completed(self, key: NamespaceKey) -> dict[str, Any] | None:
+        """The record of :meth:`mark_completed`, or None."""
+        try:
+            record = json.loads(self._fs.cat_file(f"{self.namespace_path(key)}/{COMPLETED_RECORD}"))
+        except FileNotFoundError:
+            return None
+        except ValueError:
+            logger.warning("ignoring an unreadable completion record in %s", key)
             return None
         return record if isinstance(record, dict) else None
 

@@ -30,7 +30,8 @@ def test_the_wheel_installs_into_a_fresh_airflow_and_its_plugin_and_dag_load(tmp
     )
     [wheel] = tmp_path.glob("resumable_enrichment-*.whl")
     venv = tmp_path / "airflow-venv"
-    run(sys.base_prefix + "/bin/python3.11", "-m", "venv", str(venv))
+    clean = clean_environment()  # nothing of this checkout may look installed to pip
+    run(sys.base_prefix + "/bin/python3.11", "-m", "venv", str(venv), env=clean)
     run(
         str(venv / "bin" / "pip"),
         "install",
@@ -38,16 +39,17 @@ def test_the_wheel_installs_into_a_fresh_airflow_and_its_plugin_and_dag_load(tmp
         f"{wheel}[airflow]",
         "--constraint",
         str(ROOT / "constraints.txt"),
+        env=clean,
     )
     dags = tmp_path / "dags"
     dags.mkdir()
     shutil.copy(ROOT / "dags" / "enrich_customers.py", dags)
     env = {
-        **clean_environment(),
+        **clean,
         "AIRFLOW_HOME": str(tmp_path / "home"),
         "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "PATH": f"{venv / 'bin'}:{clean_environment()['PATH']}",
+        "PATH": f"{venv / 'bin'}:{clean['PATH']}",
     }
     airflow = str(venv / "bin" / "airflow")
     plugins = json.loads(run(airflow, "plugins", "--output", "json", env=env).splitlines()[-1])

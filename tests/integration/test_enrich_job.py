@@ -47,11 +47,14 @@ def test_job_enriches_every_record_once_and_dead_letters_bad_rows(tmp_path):
         ],
     )
     with demo_api() as api:
-        code, log = run_job(
-            job_args(tmp_path, api.url, "--partitions", "3", "--event-time-column", "event_time")
-        )
+        args = job_args(tmp_path, api.url, "--partitions", "3", "--event-time-column", "event_time")
+        code, log = run_job(args)
         assert code == 0, log
         calls = api.calls_per_key()
+        # The same job again (a retry of a try that had in fact finished): nothing to do.
+        again, again_log = run_job(args)
+        assert again == 0 and "already complete: run" in again_log, again_log[-3000:]
+        assert api.calls_per_key() == calls
     data, dead, summary = read_output(tmp_path / "out")
     assert sorted(r["id"] for r in data) == ids
     assert all(r["name"] and isinstance(r["score"], float) for r in data)
@@ -66,9 +69,9 @@ def test_job_enriches_every_record_once_and_dead_letters_bad_rows(tmp_path):
     assert summary["requests_made"] == 300 == sum(calls.values())
     assert summary["resumed"] is False and summary["watermark"] >= 1_700_000_000_000
     assert "starting fresh: no snapshot" in log
-    assert not (tmp_path / "snapshots" / "manual").exists() or not any(
-        (tmp_path / "snapshots" / "manual").rglob("*.json")
-    ), "the namespace is deleted after success"
+    left = sorted(p.name for p in (tmp_path / "snapshots" / "manual").rglob("*") if p.is_file())
+    assert left == ["completed.json"], "after success only the completion record is left"
+    assert not list(tmp_path.glob("out.staging-*")), "the staging directory was published"
 
 
 def test_sigkill_at_random_moments_then_resume_is_exact_and_cheap(tmp_path):

@@ -1,0 +1,155 @@
+"""One run at a time per namespace: a lease kept by heartbeat, enforced at every commit.
+
+Two runs of the same job on the same namespace (a zombie Airflow try still running beside
+its retry, or a manual resubmit) would otherwise both call the API for everything and
+both publish output. Object stores have no locks, so the namespace holds a small lease
+file naming its owner (the run id) and an expiry; the owner's driver renews it well
+before it expires. A second run waits while the lease is live and takes it over once it
+has expired (its owner died). Ownership is checked where it matters, not only at start:
+
+* every partition commit reads the lease first, so a run that lost it (a stalled zombie
+  whose lease expired and was taken over) cannot commit another snapshot;
+* the driver checks it again right before publishing the output.
+
+Writing is last-writer-wins (no compare-and-swap on every store), so two runs racing for
+a free lease both read it back after a short settle: the one that does not find its own
+name waits. Should both still believe they won, the loser fails its next commit check.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from fsspec import AbstractFileSystem
+
+from .storage import write_atomically
+
+logger = logging.getLogger(__name__)
+
+LEASE_FILE = "_lease.json"
+DEFAULT_TTL_S = 60.0
+_SETTLE_S = 0.5  # between writing a lease and reading it back
+
+
+class LeaseError(RuntimeError):
+    """The namespace is held by another run, or this run lost it (fenced off)."""
+
+
+@dataclass(frozen=True)
+class Lease:
+    owner: str
+    expires_at: float  # Unix time
+
+
+class NamespaceLease:
+    """The lease of one namespace, as seen by the run ``owner``."""
+
+    def __init__(
+        self,
+        fs: AbstractFileSystem,
+        directory: str,
+        owner: str,
+        ttl_s: float = DEFAULT_TTL_S,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._fs = fs
+        self._directory = directory
+        self._path = f"{directory}/{LEASE_FILE}"
+        self.owner = owner
+        self.ttl_s = ttl_s
+        self._clock = clock
+
+    def read(self) -> Lease | None:
+        try:
+            data = json.loads(self._fs.cat_file(self._path))
+            return Lease(str(data["owner"]), float(data["expires_at"]))
+        except FileNotFoundError:
+            return None
+        except (ValueError, KeyError, TypeError):
+            logger.warning("unreadable lease %s: treating it as expired", self._path)
+            return None
+
+    def holds(self) -> bool:
+        """Whether this run owns the lease now (checked before every commit)."""
+        lease = self.read()
+        return lease is not None and lease.owner == self.owner
+
+    def acquire(self, wait_s: float, poll_s: float = 1.0) -> None:
+        """Take the lease, waiting up to ``wait_s`` for a live one to end or expire."""
+        deadline = self._clock() + wait_s
+        announced = False
+        while True:
+            lease = self.read()
+            if lease is None or lease.owner == self.owner or lease.expires_at <= self._clock():
+                if lease is not None and lease.owner != self.owner:
+                    logger.warning("taking over the expired lease of run %s", lease.owner)
+                self._write()
+                time.sleep(_SETTLE_S)
+                if self.holds():
+                    return
+                continue  # another run wrote after us: it won
+            if self._clock() >= deadline:
+                raise LeaseError(
+                    f"another run ({lease.owner}) holds {self._directory} and renews its lease; "
+                    f"waited {wait_s:g}s for it to finish (--lease-wait)"
+                )
+            if not announced:
+                logger.info("run %s holds this namespace: waiting for it", lease.owner)
+                announced = True
+            time.sleep(poll_s)
+
+    def renew(self) -> bool:
+        """Extend the lease; False when another run has taken it (this run is fenced)."""
+        if not self.holds():
+            return False
+        self._write()
+        return True
+
+    def release(self) -> None:
+        if self.holds():
+            self._fs.rm_file(self._path)
+
+    def _write(self) -> None:
+        data = json.dumps({"owner": self.owner, "expires_at": self._clock() + self.ttl_s})
+        write_atomically(self._fs, self._directory, LEASE_FILE, data.encode())
+
+
+class Heartbeat:
+    """Renews a lease from a daemon thread every third of its TTL until stopped.
+
+    ``on_lost`` runs once, in that thread, if the lease was taken over: the caller stops
+    its work there (the commit checks would stop it anyway, a little later).
+    """
+
+    def __init__(self, lease: NamespaceLease, on_lost: Callable[[], None]) -> None:
+        self._lease = lease
+        self._on_lost = on_lost
+        self._stop = threading.Event()
+        self.lost = False
+        self._thread = threading.Thread(target=self._run, name="lease-heartbeat", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._lease.ttl_s / 3):
+            try:
+                renewed = self._lease.renew()
+            except OSError as error:  # storage hiccup: try again next beat
+                logger.warning("could not renew the lease: %s", error)
+                continue
+            if not renewed:
+                self.lost = True
+                logger.error("lease lost: another run took over this namespace")
+                self._on_lost()
+                return
