@@ -22,6 +22,7 @@ import zlib
 from dataclasses import dataclass
 
 import aiohttp
+from yarl import URL
 
 #: What the client accepts; the decoder below handles exactly these.
 ACCEPT_ENCODING = "gzip, deflate"
@@ -86,7 +87,9 @@ async def send(
     timer = asyncio.timeout_at(_earliest(end, start, limits.first_byte))
     try:
         async with timer:
-            async with session.request(method, url, data=body) as response:  # type: ignore[arg-type]
+            # Sent exactly as built: yarl would otherwise resolve dot segments.
+            target = URL(url, encoded=True) if isinstance(url, str) else url
+            async with session.request(method, target, data=body) as response:
                 phase, phase_s = "stall", limits.stall
                 decoder = _decoder(response.headers.get("Content-Encoding"))
                 payload = await _read_capped(response.content, decoder, limits, timer, end)

@@ -63,7 +63,7 @@ from .hedging import HedgeDelay, race
 from .json_paths import CONVERTERS, ConversionError, compile_path, extract
 from .rate_limit import AdaptiveConcurrency, TokenBucket
 from .secrets import Secret, read_token
-from .templates import FieldSource
+from .templates import FieldSource, UrlTemplate
 
 logger = logging.getLogger(__name__)
 
@@ -308,8 +308,8 @@ class HttpEnricher:
 
     async def _send_batch(self, keys: list[Any]) -> dict[Any, Output | Exception]:
         config = self.config
-        url = config.batch_url_template
-        assert url is not None
+        assert config.batch_url_template is not None
+        url = UrlTemplate(config.batch_url_template, "batch_url_template").fill({})
         body = json.dumps({config.batch_request_key: keys}, separators=(",", ":"))
         self.batches_sent += 1
         _, payload = await self._request("POST", url, body, allow_404=False)

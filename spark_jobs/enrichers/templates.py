@@ -81,14 +81,28 @@ def describe_missing(record: Any, field: str, context: FieldSource) -> str:
     return f"{what} needs field {field!r}, which {label} lacks (its fields: {fields})"
 
 
+#: What may stay as it is in the template's own text: URL structure and existing escapes.
+_URL_STRUCTURE = ":/?#[]@!$&'()*+,;=%~"
+
+
 class UrlTemplate:
-    """A compiled URL template; ``fill(record)`` raises MissingFieldError."""
+    """A compiled URL template; ``fill(record)`` raises MissingFieldError.
+
+    ``fill`` returns the URL fully percent-encoded, to be sent exactly as built (the
+    enricher does not let the client normalise it). A record value is data, never URL
+    structure: everything but letters, digits, ``-``, ``_`` and ``~`` is encoded, the dot
+    included, so a value of ``..`` or ``.`` cannot become a dot segment that moves the
+    call (and its bearer token) to another endpoint.
+    """
 
     __slots__ = ("_context", "_pieces")
 
     def __init__(self, template: str, what: str, key_field: str | None = None) -> None:
         self._context = FieldSource(what, key_field)
-        self._pieces = parse_template(template, what)
+        self._pieces = tuple(
+            (quote(literal, safe=_URL_STRUCTURE), field)
+            for literal, field in parse_template(template, what)
+        )
 
     @property
     def fields(self) -> list[str]:
@@ -100,7 +114,8 @@ class UrlTemplate:
             parts.append(literal)
             if field is not None:
                 value = self._context.value(record, field)
-                parts.append(quote(value if isinstance(value, str) else str(value), safe=""))
+                text = value if isinstance(value, str) else str(value)
+                parts.append(quote(text, safe="").replace(".", "%2E"))
         return "".join(parts)
 
 

@@ -9,6 +9,7 @@ import asyncio
 import gzip
 import time
 import tracemalloc
+import urllib.parse
 from typing import Any
 
 import pytest
@@ -230,3 +231,25 @@ async def test_stalled_requests_are_cancelled_with_their_record():
             [output] = await run_operator(enrich, [{"id": "c1"}], timeout=0.3, retry=None)
             await asyncio.wait_for(closed.wait(), 10)
     assert isinstance(output, Failure) and "TimeoutError" in output.error
+
+
+@pytest.mark.parametrize("key", ["..", ".", "..;", "%2e%2e", "/", "?", "#", "a b", "ü"])
+async def test_a_record_value_never_changes_the_url_path(key):
+    """The server records the raw request path: the value stays one path segment, so a
+    key of ``..`` cannot send the call (and its token) to another endpoint."""
+    seen: list[str] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        seen.append(request.raw_path)
+        return web.json_response({"name": "ok"})
+
+    async with serve(handler) as base_url:
+        settings = HttpEnricherConfig(
+            url_template=base_url + "/v1/customers/{id}/profile", response_fields=FIELDS
+        )
+        async with HttpEnricher(settings) as enrich:
+            assert await enrich({"id": key}) == {"name": "ok"}
+    [raw_path] = seen
+    assert raw_path.startswith("/v1/customers/") and raw_path.endswith("/profile"), raw_path
+    assert raw_path.count("/") == 4, raw_path  # the value is exactly one segment
+    assert urllib.parse.unquote(raw_path.split("/")[3]) == key
