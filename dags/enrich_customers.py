@@ -38,12 +38,24 @@ with DAG(
             enum=["auto", "never", "require"],
             description="auto: resume from snapshots when valid; never: start fresh",
         ),
+        # Maximums: a trigger form is input too; 10**9 partitions would stall Spark and
+        # the snapshot page, 10**6 connections per task the API.
         "capacity": Param(
-            100, type="integer", minimum=1, description="requests in flight per partition"
+            100,
+            type="integer",
+            minimum=1,
+            maximum=10_000,
+            description="requests in flight per partition",
         ),
-        "partitions": Param(4, type="integer", minimum=1, description="fixed partition count"),
+        "partitions": Param(
+            4, type="integer", minimum=1, maximum=4_096, description="fixed partition count"
+        ),
         "snapshot_interval": Param(
-            10, type="number", exclusiveMinimum=0, description="seconds between snapshots"
+            10,
+            type="number",
+            exclusiveMinimum=0,
+            maximum=3_600,
+            description="seconds between snapshots",
         ),
         "max_requests": Param(
             None,

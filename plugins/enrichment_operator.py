@@ -99,6 +99,9 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
     ) -> None:
         kwargs.setdefault("name", "enrich_job")
         super().__init__(application=ENRICH_JOB, conn_id=spark_conn_id, **kwargs)
+        if not url_path.startswith("/"):
+            # "@evil/x/{id}" after the connection's host:port would make "evil" the host.
+            raise ValueError(f"url_path must start with '/', got {url_path!r}")
         self.input_path = input_path
         self.output_path = output_path
         self.key_column = key_column
@@ -132,10 +135,7 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
             "PYSPARK_DRIVER_PYTHON": sys.executable,
             **(self.env_vars or {}),
         }
-        token_args: list[str] = []
-        if api.password:
-            self.env_vars[TOKEN_ENV] = api.password
-            token_args = ["--token-env", TOKEN_ENV]
+        token_args = self._pass_token(api.password)
         self.application_args = [
             "--input",
             self.input_path,
@@ -206,6 +206,30 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
             self.log.info("resuming %s (%s)", progress.describe(total), where)
         else:
             self.log.info("starting fresh: no snapshot for this run yet (%s)", where)
+
+    def _pass_token(self, token: str | None) -> list[str]:
+        """Hand the API token to the job by environment variable; the job's flags name
+        the variable, never the token.
+
+        On YARN and Kubernetes the provider turns ``env_vars`` into
+        ``--conf spark.yarn.appMasterEnv.*`` / ``spark.kubernetes.driverEnv.*`` on the
+        spark-submit command line, visible in ``ps`` and the pod spec: refused there.
+        """
+        if not token:
+            return []
+        master = str(BaseHook.get_connection(self._conn_id).host or "")
+        if master.startswith(("yarn", "k8s://")):
+            raise ValueError(
+                f"the API token of connection {self.api_conn_id!r} would reach the "
+                f"spark-submit command line on {master.split('://')[0]}: leave its password "
+                "empty and give the executors the token another way: a file "
+                '(job_args=["--spec", ...] with http: {token_file: ...}), a Kubernetes '
+                "secret (conf spark.kubernetes.driver.secretKeyRef.ENRICHMENT_API_TOKEN and "
+                "spark.kubernetes.executor.secretKeyRef.ENRICHMENT_API_TOKEN, then "
+                'job_args=["--token-env", "ENRICHMENT_API_TOKEN"]), or YARN credentials'
+            )
+        self.env_vars[TOKEN_ENV] = token
+        return ["--token-env", TOKEN_ENV]
 
     def _get_hook(self) -> SparkSubmitHook:
         """The provider's hook, with the packed environment (if any) in its files and conf:

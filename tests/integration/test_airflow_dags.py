@@ -107,3 +107,16 @@ def test_the_plugin_registers_its_app_view_and_link_by_entry_point():
     assert (
         link.get_link(None, ti_key=ti_key) == "/enrichment/?dag_id=enrich_customers&task_id=enrich"
     )
+
+
+@pytest.mark.parametrize(
+    ("param", "value"),
+    [("capacity", 10**6), ("partitions", 10**5), ("snapshot_interval", 86_400), ("capacity", 0)],
+)
+def test_dag_params_refuse_values_out_of_range(param, value):
+    from airflow.sdk.exceptions import ParamValidationError
+
+    from dags.enrich_customers import dag
+
+    with pytest.raises(ParamValidationError):
+        dag.params.get_param(param).resolve(value)

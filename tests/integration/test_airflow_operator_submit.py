@@ -51,3 +51,45 @@ def test_without_a_shipped_environment_nothing_is_added(monkeypatch):
     )
     command = operator._get_hook()._build_spark_submit_command(ENRICH_JOB)
     assert "--files" not in command and "spark.pyspark.python" not in " ".join(command)
+
+
+def operator(**overrides):
+    settings = {
+        "task_id": "enrich",
+        "input_path": "in",
+        "output_path": "out",
+        "key_column": "id",
+        "url_path": "/customers/{id}",
+        "response_fields": {"name": "$.name"},
+        **overrides,
+    }
+    return ResumableEnrichmentOperator(**settings)
+
+
+@pytest.mark.parametrize("master", ["yarn", "k8s://https://cluster.example:6443"])
+def test_the_token_is_refused_where_it_would_reach_the_command_line(monkeypatch, master):
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_ENRICH", json.dumps({"conn_type": "spark", "host": master})
+    )
+    submit = operator()
+    submit.env_vars = {}
+    with pytest.raises(ValueError, match="would reach the spark-submit command line") as caught:
+        submit._pass_token("s3cr3t-token")
+    assert "s3cr3t-token" not in str(caught.value) and "token_file" in str(caught.value)
+    assert submit.env_vars == {}
+
+
+def test_locally_the_token_travels_by_environment_only(monkeypatch):
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_ENRICH", json.dumps({"conn_type": "spark", "host": "local[2]"})
+    )
+    submit = operator()
+    submit.env_vars = {}
+    assert submit._pass_token("s3cr3t-token") == ["--token-env", "ENRICHMENT_API_TOKEN"]
+    command = submit._get_hook()._build_spark_submit_command(ENRICH_JOB)
+    assert "s3cr3t-token" not in " ".join(command)
+
+
+def test_a_url_path_that_could_change_the_host_is_refused():
+    with pytest.raises(ValueError, match="url_path must start with '/'"):
+        operator(url_path="@evil.example/x/{id}")
