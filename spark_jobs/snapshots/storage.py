@@ -9,6 +9,7 @@ hosts, write into the same directories.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from datetime import UTC, datetime
 from typing import Any
@@ -26,16 +27,35 @@ def has_atomic_rename(fs: AbstractFileSystem) -> bool:
     return bool(protocols & _RENAME_ATOMIC_PROTOCOLS)
 
 
+#: Snapshots hold input rows and enrichment values: only their owner may read them.
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+
+
 def _write(fs: AbstractFileSystem, path: str, data: bytes) -> None:
     if isinstance(fs, LocalFileSystem):
         # Without fsync a power loss could persist the manifest's rename before the bytes
         # of the files it references; checksums would catch it, but progress would be lost.
-        with fs.open(path, "wb") as handle:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+        with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
     else:
         fs.pipe_file(path, data)
+
+
+def _makedirs(fs: AbstractFileSystem, directory: str) -> None:
+    if isinstance(fs, LocalFileSystem):
+        missing = []  # os.makedirs gives its mode to the last level only
+        while directory and not os.path.isdir(directory):
+            missing.append(directory)
+            directory = os.path.dirname(directory)
+        for level in reversed(missing):
+            with contextlib.suppress(FileExistsError):  # another attempt made it first
+                os.mkdir(level, DIR_MODE)
+    else:
+        fs.makedirs(directory, exist_ok=True)
 
 
 def _fsync_dir(fs: AbstractFileSystem, directory: str) -> None:
@@ -55,7 +75,7 @@ def write_new_file(fs: AbstractFileSystem, directory: str, name: str, data: byte
     never look at it, and cleanup removes it after the grace period.
     """
     if has_atomic_rename(fs):
-        fs.makedirs(directory, exist_ok=True)
+        _makedirs(fs, directory)
     _write(fs, f"{directory}/{name}", data)
 
 
@@ -65,7 +85,7 @@ def write_atomically(fs: AbstractFileSystem, directory: str, name: str, data: by
     if not has_atomic_rename(fs):
         fs.pipe_file(final, data)
         return
-    fs.makedirs(directory, exist_ok=True)
+    _makedirs(fs, directory)
     temp = final + TEMP_SUFFIX
     _write(fs, temp, data)
     fs.mv(temp, final)

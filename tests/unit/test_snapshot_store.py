@@ -135,6 +135,14 @@ def test_round_trip(part: PartitionSnapshots) -> None:
     assert len(document["manifest_sha256"]) == 64
 
 
+def test_snapshot_files_and_folders_are_private_to_their_owner(part: PartitionSnapshots) -> None:
+    """Snapshots hold input rows and enrichment values: no other local user reads them."""
+    commit_epoch(part, None, attempt=A1, offset=3, tables=[rows(0, 3)])
+    paths = [Path(part.path), *Path(part.path).rglob("*")]
+    assert {oct(p.stat().st_mode & 0o777) for p in paths if p.is_dir()} == {"0o700"}
+    assert {oct(p.stat().st_mode & 0o777) for p in paths if p.is_file()} == {"0o600"}
+
+
 def test_empty_partition_has_no_snapshot(part: PartitionSnapshots) -> None:
     assert part.latest() is None
     assert part.clean_unreferenced(grace=timedelta(0)) == []
