@@ -73,7 +73,9 @@ constraints: $(PY)
 	$(PY) -m pip freeze --exclude-editable | grep -v '^resumable-enrichment' > constraints.txt
 
 # The multi-service deployment (needs a Docker engine): returns once every service is healthy.
+# A .env with random secrets is written first when there is none (docker/make_env.py).
 up:
+	python3 docker/make_env.py docker/.env.example .env
 	$(COMPOSE) up --build --detach --wait --wait-timeout 900
 
 down:

@@ -805,3 +805,59 @@ def test_docker_compose_config_is_valid() -> None:
     assert result.returncode == 0, (
         f"`{' '.join(argv)} config -q` rejected {COMPOSE_FILE.name}:\n{result.stderr}"
     )
+
+
+# --------------------------------------------------------------------------------------------
+# Secrets
+# --------------------------------------------------------------------------------------------
+
+SECRET_NAMES = (
+    "AIRFLOW_ADMIN_PASSWORD",
+    "AIRFLOW_FERNET_KEY",
+    "AIRFLOW_JWT_SECRET",
+    "ENRICHMENT_API_TOKEN",
+    "MINIO_ROOT_PASSWORD",
+    "POSTGRES_PASSWORD",
+)
+
+
+def test_secrets_have_no_published_default() -> None:
+    """Without a .env the stack refuses to start instead of using the example's values."""
+    for where, text in walk_strings(compose()):
+        for name, op, _ in interpolations(text):
+            if name in SECRET_NAMES:
+                assert op == ":?", f"{where}: ${{{name}}} must be required (${{{name}:?...}})"
+    used = {name for _, text in walk_strings(compose()) for name, _, _ in interpolations(text)}
+    assert set(SECRET_NAMES) <= used, f"secrets not used: {set(SECRET_NAMES) - used}"
+    assert "airflow:airflow@" not in COMPOSE_FILE.read_text(), "Postgres password is fixed"
+
+
+def test_make_up_writes_a_dot_env_with_fresh_random_secrets(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    example = env_example()
+    first, second = tmp_path / "a.env", tmp_path / "b.env"
+    for target in (first, second):
+        subprocess.run(
+            [sys.executable, str(ROOT / "docker" / "make_env.py"), str(ENV_EXAMPLE), str(target)],
+            check=True,
+        )
+
+    def parse(path):
+        return dict(
+            line.split("=", 1)
+            for line in path.read_text().splitlines()
+            if "=" in line and not line.startswith("#")
+        )
+
+    a, b = parse(first), parse(second)
+    for name in SECRET_NAMES:
+        assert a[name] != example[name] and a[name] != b[name], name
+    assert {k: v for k, v in a.items() if k not in SECRET_NAMES} == {
+        k: v for k, v in example.items() if k not in SECRET_NAMES
+    }
+    assert oct(first.stat().st_mode & 0o777) == "0o600"
+    import base64
+
+    assert len(base64.urlsafe_b64decode(a["AIRFLOW_FERNET_KEY"])) == 32
