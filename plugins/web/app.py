@@ -163,6 +163,10 @@ def _partition_json(p: PartitionProgress) -> dict[str, Any]:
     }
 
 
+#: The most partitions a job record may declare (the DAG's own maximum).
+MAX_PARTITIONS = 4_096
+
+
 def _partition_count(
     store: SnapshotStore, key: NamespaceKey, parts: list[PartitionProgress]
 ) -> int:
@@ -171,6 +175,9 @@ def _partition_count(
     enrichment = record.get("enrichment")
     declared = enrichment.get("partitions") if isinstance(enrichment, dict) else None
     if not isinstance(declared, int) or isinstance(declared, bool):
+        declared = 0
+    if not 0 <= declared <= MAX_PARTITIONS:  # the valve's cost grows with its square
+        logger.warning("ignoring a job record of %s declaring %r partitions", key, declared)
         declared = 0
     return max(declared, max((p.partition + 1 for p in parts), default=0))
 

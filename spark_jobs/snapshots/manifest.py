@@ -45,6 +45,27 @@ class ManifestError(ValueError):
     """A stored manifest, or a segment it references, is unreadable, inconsistent or corrupt."""
 
 
+#: Larger stored JSON is refused unread: a manifest holds small integers and the values of
+#: at most a queue's worth of pending records.
+MAX_DOCUMENT_BYTES = 64 * 2**20
+
+
+def parse_stored_json(data: bytes, what: str) -> Any:
+    """JSON a run wrote and anyone with write access could have crafted: too large, NaN or
+    Infinity, an integer beyond Python's digit limit or nesting deep enough to exhaust the
+    stack all raise :class:`ManifestError`, which readers treat as corrupt."""
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise ManifestError(f"{what} is {len(data)} bytes, over {MAX_DOCUMENT_BYTES}")
+    try:
+        return json.loads(data.decode("utf-8"), parse_constant=_no_constants)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ManifestError(f"{what} is not valid JSON ({type(exc).__name__}: {exc})") from None
+
+
+def _no_constants(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
 class NewerFormatError(ManifestError):
     """Written by a newer version of this package (rolling upgrade).
 
@@ -229,10 +250,7 @@ class Manifest:
     @classmethod
     def from_json_bytes(cls, data: bytes) -> Manifest:
         """Parse and verify a stored manifest; any defect raises :class:`ManifestError`."""
-        try:
-            document = json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ManifestError(f"not valid JSON ({exc})") from exc
+        document = parse_stored_json(data, "manifest")
         if not isinstance(document, dict):
             raise ManifestError("not a JSON object")
         # Checked before the checksum: a newer format may checksum differently.
@@ -242,7 +260,10 @@ class Manifest:
         stored = document.pop(CHECKSUM_KEY, None)
         if not _is_sha256_hex(stored):
             raise ManifestError(f"missing or malformed {CHECKSUM_KEY}")
-        actual = hashlib.sha256(_canonical(document).encode("ascii")).hexdigest()
+        try:
+            actual = hashlib.sha256(_canonical(document).encode("ascii")).hexdigest()
+        except (ValueError, RecursionError) as exc:
+            raise ManifestError(f"cannot checksum ({type(exc).__name__})") from None
         if actual != stored:
             raise ManifestError(f"checksum mismatch (stored {stored}, computed {actual})")
         if version != FORMAT_VERSION:

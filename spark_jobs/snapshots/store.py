@@ -15,6 +15,7 @@ from typing import Any
 from fsspec.core import url_to_fs
 
 from .lease import DEFAULT_TTL_S, LEASE_FILE, NamespaceLease
+from .manifest import ManifestError, parse_stored_json
 from .partition import DEFAULT_GRACE, PartitionSnapshots
 from .paths import (
     PARTITION_DIR,
@@ -105,12 +106,11 @@ class SnapshotStore:
         """The description written by :meth:`write_job_record`, or None if absent/unreadable."""
         path = f"{self.namespace_path(key)}/{JOB_RECORD}"
         try:
-            with self._fs.open(path, "rb") as file:
-                record = json.loads(file.read())
+            record = parse_stored_json(self._fs.cat_file(path), "job record")
         except FileNotFoundError:
             return None
-        except ValueError:
-            logger.warning("ignoring unreadable job record %s", path)
+        except ManifestError as error:
+            logger.warning("ignoring unreadable job record %s: %s", path, error)
             return None
         return record if isinstance(record, dict) else None
 
@@ -135,12 +135,13 @@ class SnapshotStore:
 
     def read_completed(self, key: NamespaceKey) -> dict[str, Any] | None:
         """The record of :meth:`mark_completed`, or None."""
+        path = f"{self.namespace_path(key)}/{COMPLETED_RECORD}"
         try:
-            record = json.loads(self._fs.cat_file(f"{self.namespace_path(key)}/{COMPLETED_RECORD}"))
+            record = parse_stored_json(self._fs.cat_file(path), "completion record")
         except FileNotFoundError:
             return None
-        except ValueError:
-            logger.warning("ignoring an unreadable completion record in %s", key)
+        except ManifestError as error:
+            logger.warning("ignoring an unreadable completion record %s: %s", path, error)
             return None
         return record if isinstance(record, dict) else None
 

@@ -562,3 +562,15 @@ def test_unset_snapshot_root_is_503(server: Server) -> None:
             json={"key": "enrichment_snapshot_root", "value": str(server.snapshot_root)},
         )
     server.call("viewer", "GET", f"{URL_PREFIX}/api/namespaces", 200)
+
+
+def test_a_job_record_declaring_absurd_partitions_is_ignored(tmp_path: Path) -> None:
+    """The valve's cost grows with the square of the partition count: a crafted job record
+    must not make every page compute over 100 000 channels."""
+    from plugins.web.app import _partition_count
+
+    store = SnapshotStore(str(tmp_path))
+    store.write_job_record(KEY, {"enrichment": {"partitions": 100_000}})
+    assert _partition_count(store, KEY, []) == 0
+    store.write_job_record(KEY, {"enrichment": {"partitions": 8}})
+    assert _partition_count(store, KEY, []) == 8

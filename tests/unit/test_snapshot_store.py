@@ -204,7 +204,9 @@ def test_concurrent_attempts_and_partitions(store: SnapshotStore, caplog) -> Non
     assert not caplog.records
 
 
-@pytest.mark.parametrize("damage", ["truncate", "empty", "garble", "tamper", "flip"])
+@pytest.mark.parametrize(
+    "damage", ["truncate", "empty", "garble", "tamper", "flip", "nan", "huge_int", "deep"]
+)
 def test_corrupt_latest_manifest_falls_back(part: PartitionSnapshots, damage: str, caplog) -> None:
     first = commit_epoch(part, None, attempt=A1, offset=10, tables=[rows(0, 10)])
     second = commit_epoch(part, first, attempt=A1, offset=20, tables=[rows(10, 10)])
@@ -218,12 +220,30 @@ def test_corrupt_latest_manifest_falls_back(part: PartitionSnapshots, damage: st
         path.write_bytes(b"\x00garbage" + data[8:])
     elif damage == "tamper":  # still valid JSON, but not what was committed
         path.write_bytes(data.replace(b'"input_offset":20', b'"input_offset":99'))
+    elif damage == "nan":  # crafted: Python's json reads NaN, canonical JSON has none
+        path.write_bytes(data.replace(b'"input_offset":20', b'"input_offset":NaN'))
+    elif damage == "huge_int":  # over Python's 4300-digit int limit
+        path.write_bytes(data.replace(b'"input_offset":20', b'"input_offset":' + b"9" * 5000))
+    elif damage == "deep":  # deep enough to exhaust the parser's stack
+        path.write_bytes(
+            data.replace(b'"pending":[]', b'"pending":' + b"[" * 100_000 + b"]" * 100_000)
+        )
     else:
         flip_byte(path, len(data) // 3, mask=0xFF)
 
     with caplog.at_level(logging.WARNING):
         assert part.latest() == first
     assert path.name in caplog.text
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b'{"fingerprint": NaN}', b"[" * 100_000 + b"]" * 100_000, b'{"n": ' + b"1" * 5000 + b"}"],
+)
+def test_a_crafted_job_record_reads_as_absent(store: SnapshotStore, content: bytes) -> None:
+    store.write_job_record(KEY, {"fingerprint": "f"})
+    Path(store.namespace_path(KEY), "job.json").write_bytes(content)
+    assert store.read_job_record(KEY) is None
 
 
 def test_corrupt_segment_invalidates_manifest(part: PartitionSnapshots, caplog) -> None:
