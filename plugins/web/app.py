@@ -22,14 +22,14 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
-from urllib.parse import quote, urlencode
+from typing import Annotated, Any
+from urllib.parse import quote, urlencode, urlsplit
 
 from airflow.api_fastapi.app import get_auth_manager
 from airflow.api_fastapi.auth.managers.models.base_user import BaseUser
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
 from airflow.api_fastapi.logging.decorators import action_logging
-from fastapi import Depends, FastAPI, HTTPException, Request, status
+from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import HTMLResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -106,13 +106,27 @@ def namespace_key(dag_id: str, task_id: str, interval_start: str) -> NamespaceKe
 
 # --- authorization --------------------------------------------------------------------
 
+#: Most namespaces one list request (or the page) returns.
+MAX_PAGE = 200
+
+
+def _refuse_cross_site(request: Request) -> None:
+    """A discard sent by a browser from another site (a forged form or fetch riding on the
+    user's Airflow cookie) carries that site's Origin: refused. Same-origin pages and
+    non-browser clients (no Origin, a bearer token) pass."""
+    origin = request.headers.get("origin")
+    if origin is None:
+        return
+    if urlsplit(origin).netloc != request.headers.get("host", ""):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "Cross-site request refused")
+
 
 def authorized_dag_ids(user: BaseUser, dag_ids: Iterable[str], method: str) -> set[str]:
     """The subset of ``dag_ids`` the auth manager allows ``method`` on for ``user``.
 
-    Asks per DAG id with the DAG's team (the same question ``requires_access_dag`` asks),
-    so snapshots of DAGs no longer in the metadata database stay visible to, and
-    discardable by, whoever may access all DAGs.
+    Asks per DAG id with the DAG's team (the same question ``requires_access_dag`` asks).
+    Snapshots of DAGs the metadata database does not know belong to no team: only users
+    who may change Airflow's configuration (admins, ops) see or discard them.
     """
     from airflow.models.dag import DagModel
 
@@ -120,11 +134,14 @@ def authorized_dag_ids(user: BaseUser, dag_ids: Iterable[str], method: str) -> s
     if not wanted:
         return set()
     teams = DagModel.get_dag_id_to_team_name_mapping(sorted(wanted))
-    by_team: dict[str | None, set[str]] = defaultdict(set)
-    for dag_id in wanted:
-        by_team[teams.get(dag_id)].add(dag_id)
     auth_manager = get_auth_manager()
+    known = _known_dag_ids(wanted)
     allowed: set[str] = set()
+    if wanted - known and auth_manager.is_authorized_configuration(method="PUT", user=user):
+        allowed |= wanted - known
+    by_team: dict[str | None, set[str]] = defaultdict(set)
+    for dag_id in known:
+        by_team[teams.get(dag_id)].add(dag_id)
     for team_name, group in by_team.items():
         allowed |= auth_manager.filter_authorized_dag_ids(
             dag_ids=group, user=user, method=method, team_name=team_name
@@ -133,6 +150,23 @@ def authorized_dag_ids(user: BaseUser, dag_ids: Iterable[str], method: str) -> s
 
 
 # --- JSON shape -----------------------------------------------------------------------
+
+
+def _require(user: BaseUser, dag_id: str, method: str) -> None:
+    """403 unless ``user`` may ``method`` the DAG (``requires_access_dag`` lets anyone with
+    access to all DAGs through for a DAG the metadata database does not know)."""
+    if dag_id not in authorized_dag_ids(user, {dag_id}, method):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, f"No access to DAG {dag_id!r}")
+
+
+def _known_dag_ids(dag_ids: set[str]) -> set[str]:
+    """Which of ``dag_ids`` the metadata database knows."""
+    from airflow.models.dag import DagModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        return set(session.scalars(select(DagModel.dag_id).where(DagModel.dag_id.in_(dag_ids))))
 
 
 def _utc(ms: int | None) -> str | None:
@@ -250,22 +284,22 @@ def _readable_namespaces(
     request: Request,
     store: SnapshotStore,
     user: BaseUser,
-    dag_id: str | None,
-    task_id: str | None,
-    interval_start: str | None,
+    filters: tuple[str | None, str | None, str | None],
+    page: tuple[int, int] = (0, MAX_PAGE),
 ) -> list[dict[str, Any]]:
-    """JSON of the namespaces matching the filters, on DAGs ``user`` may read."""
+    """JSON of the namespaces matching ``filters`` (dag, task, interval) on DAGs ``user``
+    may read, ``page`` = (offset, limit) of them. Authorised from directory names first:
+    only what the user may see is read, and only one page of it."""
+    offset, limit = page
     with _storage_errors_as_503():
-        infos = [
-            info
-            for info in store.list_namespaces()
-            if _matches(info.key, dag_id, task_id, interval_start)
-        ]
-        readable = authorized_dag_ids(user, {info.key.dag_id for info in infos}, "GET")
+        keys = [key for key in store.namespace_keys() if _matches(key, *filters)]
+        readable = authorized_dag_ids(user, {key.dag_id for key in keys}, "GET")
+        visible = [key for key in keys if key.dag_id in readable][offset : offset + limit]
         return [
-            namespace_json(store, info, _base(request))
-            for info in infos
-            if info.key.dag_id in readable
+            namespace_json(
+                store, NamespaceInfo(key, tuple(store.namespace_progress(key))), _base(request)
+            )
+            for key in visible
         ]
 
 
@@ -279,16 +313,21 @@ def list_namespaces(
     dag_id: str | None = None,
     task_id: str | None = None,
     interval_start: str | None = None,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = MAX_PAGE,
 ) -> list[dict[str, Any]]:
-    """Namespaces (task runs) of the DAGs the user may read, with per-partition progress."""
-    return _readable_namespaces(request, open_store(), user, dag_id, task_id, interval_start)
+    """Namespaces (task runs) of the DAGs the user may read, with per-partition progress;
+    ``offset``/``limit`` page through them in a stable order."""
+    filters = (dag_id, task_id, interval_start)
+    return _readable_namespaces(request, open_store(), user, filters, (offset, limit))
 
 
 @app.get("/api/namespaces/{dag_id}/{task_id}/{interval_start}", dependencies=[_read])
 def get_namespace(
-    request: Request, dag_id: str, task_id: str, interval_start: str
+    request: Request, user: GetUserDep, dag_id: str, task_id: str, interval_start: str
 ) -> dict[str, Any]:
     """One namespace's progress; 404 when nothing is stored under it."""
+    _require(user, dag_id, "GET")
     store = open_store()
     key = namespace_key(dag_id, task_id, interval_start)
     with _storage_errors_as_503():
@@ -304,9 +343,11 @@ def get_namespace(
     dependencies=[_edit, Depends(action_logging(event=DISCARD_EVENT))],
 )
 def discard_namespace(
-    user: GetUserDep, dag_id: str, task_id: str, interval_start: str
+    request: Request, user: GetUserDep, dag_id: str, task_id: str, interval_start: str
 ) -> dict[str, bool]:
     """Delete every snapshot of the namespace: the task's next run starts from scratch."""
+    _refuse_cross_site(request)
+    _require(user, dag_id, "PUT")
     store = open_store()
     key = namespace_key(dag_id, task_id, interval_start)
     with _storage_errors_as_503():
@@ -334,7 +375,7 @@ def page(
     filters = {"dag_id": dag_id, "task_id": task_id, "interval_start": interval_start}
     try:
         namespaces = _readable_namespaces(
-            request, open_store(), user, dag_id, task_id, interval_start
+            request, open_store(), user, (dag_id, task_id, interval_start)
         )
     except HTTPException as exc:
         html = render_page(

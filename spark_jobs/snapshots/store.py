@@ -84,18 +84,24 @@ class SnapshotStore:
                 progress.append(PartitionProgress.of(manifest))
         return progress
 
-    def list_namespaces(self) -> list[NamespaceInfo]:
-        """Every task run under the root with its per-partition progress.
+    def namespace_keys(self) -> list[NamespaceKey]:
+        """Every task run under the root, from directory names alone (no manifest read).
 
         Directories whose names this package could not have written are skipped.
         """
-        infos = []
-        for dag_id, dag_path in self._subdirs(self._root):
-            for task_id, task_path in self._subdirs(dag_path):
-                for interval_start, _ in self._subdirs(task_path):
-                    key = NamespaceKey(dag_id, task_id, interval_start)
-                    infos.append(NamespaceInfo(key, tuple(self.namespace_progress(key))))
-        return infos
+        return [
+            NamespaceKey(dag_id, task_id, interval_start)
+            for dag_id, dag_path in self._subdirs(self._root)
+            for task_id, task_path in self._subdirs(dag_path)
+            for interval_start, _ in self._subdirs(task_path)
+        ]
+
+    def list_namespaces(self) -> list[NamespaceInfo]:
+        """Every task run under the root with its per-partition progress."""
+        return [
+            NamespaceInfo(key, tuple(self.namespace_progress(key)))
+            for key in self.namespace_keys()
+        ]
 
     def write_job_record(self, key: NamespaceKey, record: Mapping[str, Any]) -> None:
         """Store the run's description (fingerprint and its parts; no secrets) atomically."""

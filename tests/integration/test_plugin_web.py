@@ -60,6 +60,7 @@ VIEWER_DISCARD_KEY = NamespaceKey(DAG, "other_task", "2026-11-22T00:00:00+00:00"
 BUTTON_KEY = NamespaceKey(DAG, "button_task", "2026-11-23T00:00:00+00:00")
 TEAM_DAG = "team_a_dag"
 TEAM_KEY = NamespaceKey(TEAM_DAG, TASK, INTERVAL)
+UNKNOWN_KEY = NamespaceKey("deleted_dag", TASK, INTERVAL)  # no DAG of that id in the DB
 
 W_FINISHED = 1_763_600_000_000
 W_RUNNING = 1_763_596_800_000  # 2025-11-20T00:00:00Z: holds the job watermark back
@@ -240,7 +241,7 @@ def server(
         directory.mkdir()
     (plugins / "enrichment_web_test_plugin.py").write_text(TEST_PLUGIN)
     store = SnapshotStore(str(snapshots))
-    for key in (KEY, DISCARD_KEY, VIEWER_DISCARD_KEY, BUTTON_KEY, TEAM_KEY):
+    for key in (KEY, DISCARD_KEY, VIEWER_DISCARD_KEY, BUTTON_KEY, TEAM_KEY, UNKNOWN_KEY):
         _write_namespace(store, key)
 
     port = _free_port()
@@ -574,3 +575,39 @@ def test_a_job_record_declaring_absurd_partitions_is_ignored(tmp_path: Path) -> 
     assert _partition_count(store, KEY, []) == 0
     store.write_job_record(KEY, {"enrichment": {"partitions": 8}})
     assert _partition_count(store, KEY, []) == 8
+
+
+def test_snapshots_of_a_dag_unknown_to_airflow_are_for_admins_only(server: Server) -> None:
+    viewer = server.call("viewer", "GET", f"{URL_PREFIX}/api/namespaces", 200).json()
+    assert _as_tuple(UNKNOWN_KEY) not in _keys(viewer)
+    server.call("viewer", "GET", _path(UNKNOWN_KEY), 403)
+    server.call("viewer", "POST", _path(UNKNOWN_KEY, "/discard"), 403)
+    admin = server.call("admin", "GET", f"{URL_PREFIX}/api/namespaces", 200).json()
+    assert _as_tuple(UNKNOWN_KEY) in _keys(admin)
+    server.call("admin", "GET", _path(UNKNOWN_KEY), 200)
+
+
+def test_the_list_pages(server: Server) -> None:
+    everything = server.call("admin", "GET", f"{URL_PREFIX}/api/namespaces", 200).json()
+    assert len(everything) >= 3
+    pages = [
+        server.call(
+            "admin", "GET", f"{URL_PREFIX}/api/namespaces", 200, params={"offset": i, "limit": 1}
+        ).json()
+        for i in range(len(everything))
+    ]
+    assert [page[0] for page in pages] == everything
+    server.call("admin", "GET", f"{URL_PREFIX}/api/namespaces", 422, params={"limit": 10**6})
+
+
+def test_a_discard_from_another_site_is_refused(server: Server) -> None:
+    """A forged request riding on the admin's cookie carries the attacker's Origin."""
+    forged = server.call(
+        "admin",
+        "POST",
+        _path(KEY, "/discard"),
+        403,
+        headers={"Origin": "https://evil.example"},
+    )
+    assert "Cross-site" in forged.text
+    assert SnapshotStore(str(server.snapshot_root)).partitions(KEY), "nothing discarded"
