@@ -33,6 +33,7 @@ NOT_FOUND_POLICIES = ("null", "fail")
 _NOT_IDENTITY = (
     "token_env",
     "token_file",
+    "secret_headers",
     "requests_per_second",
     "partitions",
     "capacity",
@@ -101,6 +102,10 @@ class HttpEnricherConfig:
     """Environment variable holding the bearer token (read on the executor)."""
     token_file: str | None = None
     """File holding the bearer token (read on the executor)."""
+    secret_headers: Mapping[str, str] = field(default_factory=dict)
+    """Header name -> environment variable holding its value, for API keys sent in a
+    header other than Authorization (``{"X-Api-Key": "CRM_API_KEY"}``). Read on the
+    executor like the token, and redacted from every message."""
     not_found: Literal["null", "fail"] = "null"
     """On 404: every output field None ("null") or a permanent failure ("fail")."""
     key_field: str | None = None
@@ -159,6 +164,7 @@ class HttpEnricherConfig:
             raise ValueError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
         set_(self, "response_fields", _check_response_fields(self.response_fields))
         set_(self, "headers", _check_headers(self.headers))
+        set_(self, "secret_headers", _check_secret_headers(self.secret_headers, self.headers))
         self._check_source()
         if self.not_found not in NOT_FOUND_POLICIES:
             raise ValueError(f"not_found must be 'null' or 'fail', got {self.not_found!r}")
@@ -325,6 +331,7 @@ class HttpEnricherConfig:
             for name, spec in self.response_fields.items()
         }
         data["headers"] = dict(self.headers)
+        data["secret_headers"] = dict(self.secret_headers)
         data["body_template"] = copy.deepcopy(self.body_template)
         return data
 
@@ -387,6 +394,20 @@ def _check_headers(headers: Any) -> dict[str, str]:
                 "use token_env or token_file"
             )
     return dict(headers)
+
+
+def _check_secret_headers(secret_headers: Any, headers: Mapping[str, str]) -> dict[str, str]:
+    if not isinstance(secret_headers, Mapping):
+        raise ValueError(
+            f"secret_headers must map header names to variables, got {secret_headers!r}"
+        )
+    for name, variable in secret_headers.items():
+        if not isinstance(name, str) or not name or any(c in name for c in "\r\n:"):
+            raise ValueError(f"secret_headers: {name!r} is not a header name")
+        if name.lower() in {h.lower() for h in headers} or name.lower() == "authorization":
+            raise ValueError(f"secret_headers: {name} is also set elsewhere (headers or token)")
+        _check_str(variable, f"secret_headers.{name}")
+    return dict(secret_headers)
 
 
 def _check_response_fields(fields: Any) -> dict[str, ResponseField]:

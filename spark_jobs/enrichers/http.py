@@ -137,6 +137,7 @@ class HttpEnricher:
         self._key_source = FieldSource("key_field", None)
         self._session: aiohttp.ClientSession | None = None
         self._token: Secret | None = None
+        self._header_secrets: list[Secret] = []
         self._auth_warned = False
         self.requests_made = 0
         self.responses_by_status: Counter[int] = Counter()
@@ -162,6 +163,11 @@ class HttpEnricher:
         headers = dict(config.headers)
         if self._token is not None:
             headers["Authorization"] = f"Bearer {self._token.reveal()}"
+        for name, variable in config.secret_headers.items():
+            secret = read_token(variable, None)
+            assert secret is not None
+            self._header_secrets.append(secret)
+            headers[name] = secret.reveal()
         if self._body is not None or self._batching:
             headers.setdefault("Content-Type", "application/json")
         headers["Accept-Encoding"] = ACCEPT_ENCODING  # what attempt.py can decode
@@ -202,6 +208,7 @@ class HttpEnricher:
             await self._session.close()
             self._session = None
         self._token = None
+        self._header_secrets = []
 
     # -- the async function -----------------------------------------------------------
 
@@ -470,7 +477,10 @@ class HttpEnricher:
         return error
 
     def _redact(self, text: str) -> str:
-        return self._token.redact(text) if self._token is not None else text
+        for secret in (self._token, *self._header_secrets):
+            if secret is not None:
+                text = secret.redact(text)
+        return text
 
     # -- observability ----------------------------------------------------------------
 

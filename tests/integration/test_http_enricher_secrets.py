@@ -139,3 +139,40 @@ async def test_an_unset_token_source_fails_on_open_naming_only_the_source(monkey
     with pytest.raises(SecretError, match="UNSET_TOKEN_VAR"):
         async with HttpEnricher(config):
             pass
+
+
+async def test_an_api_key_header_comes_from_the_environment_and_is_redacted(monkeypatch, caplog):
+    """An API key sent in its own header is read on the executor like the token, never
+    stored in the config, and hidden in messages even when the server echoes it."""
+    monkeypatch.setenv("CRM_API_KEY", "k3y-f0r-th3-crm")
+    seen: list[str | None] = []
+
+    async def echo_the_key(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("X-Api-Key"))
+        return web.json_response(
+            {"error": f"key {request.headers['X-Api-Key']} lacks scope"}, status=403
+        )
+
+    async with serve(echo_the_key) as base_url:
+        config = HttpEnricherConfig(
+            url_template=base_url + "/{id}",
+            response_fields={"name": "$.name"},
+            secret_headers={"X-Api-Key": "CRM_API_KEY"},
+        )
+        assert "k3y-f0r-th3-crm" not in json.dumps(config.to_dict())
+        async with HttpEnricher(config) as enrich:
+            with caplog.at_level(logging.DEBUG), pytest.raises(ClientStatusError) as caught:
+                await enrich({"id": "c1"})
+    assert seen == ["k3y-f0r-th3-crm"]
+    assert "k3y-f0r-th3-crm" not in str(caught.value) and "***" in str(caught.value)
+    assert "k3y-f0r-th3-crm" not in caplog.text
+
+
+def test_secret_headers_may_not_shadow_other_headers():
+    with pytest.raises(ValueError, match="secret_headers"):
+        HttpEnricherConfig(
+            url_template="http://api/{id}",
+            response_fields={"name": "$.name"},
+            headers={"X-Api-Key": "public"},
+            secret_headers={"x-api-key": "CRM_API_KEY"},
+        )
