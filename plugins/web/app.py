@@ -216,6 +216,16 @@ def _partition_count(
     return max(declared, max((p.partition + 1 for p in parts), default=0))
 
 
+def _corrupt_partitions(store: SnapshotStore, key: NamespaceKey, valid: set[int]) -> list[int]:
+    """Partitions with manifest files but not one valid manifest (the next run of such a
+    partition starts it over)."""
+    return [
+        number
+        for number in store.partitions(key)
+        if number not in valid and store.partition(key, number).has_manifest_files()
+    ]
+
+
 def _links(base: str, key: NamespaceKey) -> dict[str, str]:
     path = "/".join(quote(part, safe="") for part in (key.dag_id, key.task_id, key.interval_start))
     query = urlencode(
@@ -260,6 +270,7 @@ def namespace_json(store: SnapshotStore, info: NamespaceInfo, base: str) -> dict
             "summary": progress.describe(records_total),
             "cost": cost_report(parts, None),
         },
+        "corrupt_partitions": _corrupt_partitions(store, info.key, reported),
         "partitions": [_partition_json(p) for p in parts],
         "links": _links(base, info.key),
     }

@@ -132,7 +132,13 @@ def _namespace_section(ns: Mapping[str, Any], editable: bool) -> str:
             '<button type="button" disabled'
             ' title="Discarding needs edit permission on this DAG">Discard</button>'
         )
-    rows = "".join(_partition_row(p) for p in ns["partitions"]) or (
+    corrupt = "".join(
+        f'<tr><td>part {number}</td><td colspan="7" class="muted">no valid snapshot: every '
+        "manifest failed its checks; the next run starts this partition over</td>"
+        "<td>corrupt</td></tr>"
+        for number in ns["corrupt_partitions"]
+    )
+    rows = "".join(_partition_row(p) for p in ns["partitions"]) + corrupt or (
         '<tr><td colspan="9" class="muted">no committed snapshot yet</td></tr>'
     )
     return f"""

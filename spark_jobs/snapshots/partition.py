@@ -206,6 +206,15 @@ class PartitionSnapshots:
             logger.info("removed %d unreferenced snapshot files under %s", len(deleted), self.path)
         return sorted(deleted)
 
+    def has_manifest_files(self) -> bool:
+        """Whether any manifest was written here (valid or not): a partition with files
+        but no valid manifest is corrupt, one with none has simply not committed yet."""
+        directory = f"{self.path}/{MANIFESTS_DIR}"
+        return any(
+            MANIFEST_NAME.fullmatch(basename(entry["name"]))
+            for entry in list_entries(self._fs, directory)
+        )
+
     def _candidates(self) -> tuple[list[tuple[str, Manifest]], list[str]]:
         """Manifests whose own checksum verifies, best progress first, and the paths of
         manifests written in a newer format."""

@@ -61,6 +61,7 @@ BUTTON_KEY = NamespaceKey(DAG, "button_task", "2026-11-23T00:00:00+00:00")
 TEAM_DAG = "team_a_dag"
 TEAM_KEY = NamespaceKey(TEAM_DAG, TASK, INTERVAL)
 UNKNOWN_KEY = NamespaceKey("deleted_dag", TASK, INTERVAL)  # no DAG of that id in the DB
+CORRUPT_KEY = NamespaceKey(DAG, "corrupt_task", INTERVAL)  # partition 1's manifest is crafted
 
 W_FINISHED = 1_763_600_000_000
 W_RUNNING = 1_763_596_800_000  # 2025-11-20T00:00:00Z: holds the job watermark back
@@ -241,8 +242,18 @@ def server(
         directory.mkdir()
     (plugins / "enrichment_web_test_plugin.py").write_text(TEST_PLUGIN)
     store = SnapshotStore(str(snapshots))
-    for key in (KEY, DISCARD_KEY, VIEWER_DISCARD_KEY, BUTTON_KEY, TEAM_KEY, UNKNOWN_KEY):
+    for key in (
+        KEY,
+        DISCARD_KEY,
+        VIEWER_DISCARD_KEY,
+        BUTTON_KEY,
+        TEAM_KEY,
+        UNKNOWN_KEY,
+        CORRUPT_KEY,
+    ):
         _write_namespace(store, key)
+    [manifest] = Path(store.partition(CORRUPT_KEY, 1).path, "manifests").glob("*.json")
+    manifest.write_bytes(b'{"format_version": 1, "epoch": NaN}')
 
     port = _free_port()
     env = _airflow_env(home, dags, plugins, port)
@@ -611,3 +622,13 @@ def test_a_discard_from_another_site_is_refused(server: Server) -> None:
     )
     assert "Cross-site" in forged.text
     assert SnapshotStore(str(server.snapshot_root)).partitions(KEY), "nothing discarded"
+
+
+def test_a_partition_whose_manifests_are_all_corrupt_is_shown_as_such(server: Server) -> None:
+    detail = server.call("viewer", "GET", _path(CORRUPT_KEY), 200).json()
+    assert detail["corrupt_partitions"] == [1]
+    assert [p["partition"] for p in detail["partitions"]] == [0]
+    page = server.call(
+        "viewer", "GET", f"{URL_PREFIX}/", 200, params={"dag_id": DAG, "task_id": "corrupt_task"}
+    ).text
+    assert "<td>part 1</td>" in page and "<td>corrupt</td>" in page
