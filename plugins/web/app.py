@@ -271,6 +271,9 @@ def namespace_json(store: SnapshotStore, info: NamespaceInfo, base: str) -> dict
             "cost": cost_report(parts, None),
         },
         "corrupt_partitions": _corrupt_partitions(store, info.key, reported),
+        # A run holds a live lease while it works (lease.py): without one, a partition
+        # that is neither finished nor stopped by its budget was interrupted.
+        "running": store.lease(info.key, owner="").live(),
         "partitions": [_partition_json(p) for p in parts],
         "links": _links(base, info.key),
     }

@@ -8,6 +8,7 @@ handler that POSTs a discard through ``fetch`` with the browser's Airflow cookie
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
@@ -96,13 +97,26 @@ def _cost(cost: Mapping[str, int]) -> str:
     )
 
 
-def _partition_row(p: Mapping[str, Any]) -> str:
+def _state(p: Mapping[str, Any], running: bool) -> str:
     if p["finished"]:
-        state = "finished"
-    elif p["stats"].get("budget_exhausted"):
-        state = "budget spent"  # waits for a clear or the next run; not a failure
-    else:
-        state = "running"
+        return "finished"
+    if p["stats"].get("budget_exhausted"):
+        return "budget spent"  # waits for a clear or the next run; not a failure
+    if running:
+        return "running"
+    return f"interrupted (last commit {_ago(p['committed_at'])})"
+
+
+def _ago(committed_at: str) -> str:
+    seconds = (datetime.now(UTC) - datetime.fromisoformat(committed_at)).total_seconds()
+    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds // size:.0f} {unit} ago"
+    return f"{max(seconds, 0):.0f} s ago"
+
+
+def _partition_row(p: Mapping[str, Any], running: bool) -> str:
+    state = _state(p, running)
     return (
         "<tr>"
         f"<td>part {p['partition']}</td>"
@@ -138,7 +152,7 @@ def _namespace_section(ns: Mapping[str, Any], editable: bool) -> str:
         "<td>corrupt</td></tr>"
         for number in ns["corrupt_partitions"]
     )
-    rows = "".join(_partition_row(p) for p in ns["partitions"]) + corrupt or (
+    rows = "".join(_partition_row(p, ns["running"]) for p in ns["partitions"]) + corrupt or (
         '<tr><td colspan="9" class="muted">no committed snapshot yet</td></tr>'
     )
     return f"""

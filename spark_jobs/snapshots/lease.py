@@ -74,6 +74,11 @@ class NamespaceLease:
             logger.warning("unreadable lease %s: treating it as expired", self._path)
             return None
 
+    def live(self) -> bool:
+        """Whether some run holds an unexpired lease (it is working on the namespace)."""
+        lease = self.read()
+        return lease is not None and lease.expires_at > self._clock()
+
     def holds(self) -> bool:
         """Whether this run owns the lease now (checked before every commit)."""
         lease = self.read()

@@ -62,6 +62,8 @@ TEAM_DAG = "team_a_dag"
 TEAM_KEY = NamespaceKey(TEAM_DAG, TASK, INTERVAL)
 UNKNOWN_KEY = NamespaceKey("deleted_dag", TASK, INTERVAL)  # no DAG of that id in the DB
 CORRUPT_KEY = NamespaceKey(DAG, "corrupt_task", INTERVAL)  # partition 1's manifest is crafted
+LIVE_KEY = NamespaceKey(DAG, "live_task", INTERVAL)  # a run holds its lease
+STOPPED_KEY = NamespaceKey(DAG, "stopped_task", INTERVAL)  # no run holds it
 
 W_FINISHED = 1_763_600_000_000
 W_RUNNING = 1_763_596_800_000  # 2025-11-20T00:00:00Z: holds the job watermark back
@@ -176,7 +178,9 @@ def _run(env: dict[str, str], *args: str, timeout: float = 180) -> None:
     assert result.returncode == 0, f"{args} failed:\n{result.stdout}\n{result.stderr}"
 
 
-def _write_namespace(store: SnapshotStore, key: NamespaceKey) -> None:
+def _write_namespace(
+    store: SnapshotStore, key: NamespaceKey, budget_exhausted: bool = True
+) -> None:
     """Two partitions: 0 finished (3 of 3), 1 stopped by its request budget (2 results +
     1 dead letter of 7)."""
     store.write_job_record(key, {"fingerprint": "f", "inputs": {}, "enrichment": {"partitions": 2}})
@@ -211,7 +215,7 @@ def _write_namespace(store: SnapshotStore, key: NamespaceKey) -> None:
             records_total=7,
             stats={
                 "finished": False,
-                "budget_exhausted": True,
+                "budget_exhausted": budget_exhausted,
                 "requests_made": 5,
                 "replayed": 2,
                 "coalesced_calls": 1,
@@ -252,6 +256,9 @@ def server(
         CORRUPT_KEY,
     ):
         _write_namespace(store, key)
+    for key in (LIVE_KEY, STOPPED_KEY):
+        _write_namespace(store, key, budget_exhausted=False)
+    store.lease(LIVE_KEY, owner="run-1", ttl_s=3600).acquire(wait_s=0)
     [manifest] = Path(store.partition(CORRUPT_KEY, 1).path, "manifests").glob("*.json")
     manifest.write_bytes(b'{"format_version": 1, "epoch": NaN}')
 
@@ -632,3 +639,16 @@ def test_a_partition_whose_manifests_are_all_corrupt_is_shown_as_such(server: Se
         "viewer", "GET", f"{URL_PREFIX}/", 200, params={"dag_id": DAG, "task_id": "corrupt_task"}
     ).text
     assert "<td>part 1</td>" in page and "<td>corrupt</td>" in page
+
+
+def test_the_page_tells_a_running_partition_from_an_interrupted_one(server: Server) -> None:
+    """Unfinished partitions of a namespace whose run holds its lease are running; with no
+    live lease (the run crashed) they are interrupted, with the time of their last commit."""
+    live = server.call("viewer", "GET", f"{URL_PREFIX}/", 200, params={"task_id": "live_task"})
+    assert "<td>running</td>" in live.text and "interrupted" not in live.text
+    stopped = server.call(
+        "viewer", "GET", f"{URL_PREFIX}/", 200, params={"task_id": "stopped_task"}
+    )
+    assert re.search(r"<td>interrupted \(last commit \d+ (s|min) ago\)</td>", stopped.text)
+    assert server.call("viewer", "GET", _path(STOPPED_KEY), 200).json()["running"] is False
+    assert server.call("viewer", "GET", _path(LIVE_KEY), 200).json()["running"] is True
