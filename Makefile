@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 COMPOSE ?= docker compose
 
-.PHONY: install test test-unit test-under-load lint dist demo bench bench-operator bench-http bench-reliability constraints up down clean
+.PHONY: install test test-unit test-under-load chaos lint dist demo bench bench-operator bench-http bench-reliability constraints up down clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ test: $(STAMP)
 
 test-unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit
+
+# The job on a standalone cluster under faults (README "Chaos"): CHAOS_RUNS runs.
+chaos: $(STAMP)
+	$(PY) -m tests.chaos
 
 # Tests that drive real services, RUNS times with every core kept busy by busy loops.
 RUNS ?= 5
