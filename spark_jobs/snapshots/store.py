@@ -99,8 +99,7 @@ class SnapshotStore:
     def list_namespaces(self) -> list[NamespaceInfo]:
         """Every task run under the root with its per-partition progress."""
         return [
-            NamespaceInfo(key, tuple(self.namespace_progress(key)))
-            for key in self.namespace_keys()
+            NamespaceInfo(key, tuple(self.namespace_progress(key))) for key in self.namespace_keys()
         ]
 
     def write_job_record(self, key: NamespaceKey, record: Mapping[str, Any]) -> None:

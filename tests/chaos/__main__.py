@@ -99,9 +99,7 @@ class Chaos:
         api.post("/stats/reset")
         # Slow enough (4 partitions x 4 calls in flight x 50 ms) that faults land mid-flight.
         # A short lease: a resubmit after a driver kill takes over within seconds.
-        args = job_args(
-            work, api.url, "--partitions", "4", "--capacity", "4", "--lease-ttl", "5"
-        )
+        args = job_args(work, api.url, "--partitions", "4", "--capacity", "4", "--lease-ttl", "5")
         env = {"SPARK_MASTER": master, "SPARK_LOCAL_IP": "127.0.0.1"}
         outcome = Outcome(fault)
         job = start_job(args, env)
