@@ -28,7 +28,9 @@ def ids_by_partition(spark, candidates: list[str]) -> dict[int, list[str]]:
 
 
 def test_speculative_attempts_never_corrupt_snapshots(tmp_path, spark):
-    slow = ids_by_partition(spark, [f"slow{i:04d}" for i in range(200)])[0][:25]
+    # Long enough (40 x 0.3 s) that the copy Spark launches commits before the original
+    # ends, even on a loaded machine where Python workers start slowly.
+    slow = ids_by_partition(spark, [f"slow{i:04d}" for i in range(400)])[0][:40]
     fast_by_partition = ids_by_partition(spark, [f"fast{i:04d}" for i in range(800)])
     fast = [key for p in range(1, PARTITIONS) for key in fast_by_partition[p][:60]]
     ids = slow + fast
@@ -69,5 +71,5 @@ def test_speculative_attempts_never_corrupt_snapshots(tmp_path, spark):
     assert dead == [] and Counter(r["id"] for r in data) == Counter(ids)
     manifests = list((tmp_path / "snapshots").rglob("part-00000/manifests/*.json"))
     attempts = {json.loads(m.read_text())["attempt"].rsplit("-", 1)[-1] for m in manifests}
-    assert {"a0", "a1"} <= attempts, f"no speculative attempt ran: {attempts}"
+    assert {"a0", "a1"} <= attempts, f"no speculative attempt ran: {attempts}\n{log[-6000:]}"
     assert summary["records_in"] == len(ids)
