@@ -129,6 +129,11 @@ def test_an_outage_fails_a_task_and_spark_retries_it_from_its_snapshot(tmp_path)
             "20",
             "--max-attempts",
             "2",
+            # The outage is counted in requests: a queue deeper than the requests in
+            # flight would spend them on first attempts whose retries then succeed, and
+            # the streak of failures this test is about would not form.
+            "--queue-capacity",
+            "10",
         )
         code, log = run_job(args, env={"SPARK_MASTER": "local[2,4]"})  # 4 tries per task
         assert code == 0, log
