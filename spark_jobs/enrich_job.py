@@ -26,7 +26,7 @@ import pyarrow as pa
 from spark_jobs.executor_check import ExecutorEnvironmentError, check_executors
 from spark_jobs.job_spec import JobSpec, SpecError, parse_args
 from spark_jobs.progress import ProgressReporter
-from spark_jobs.publish import drop_data, publish, staging_for, write_summary
+from spark_jobs.publish import discard, drop_data, publish, staging_for, write_summary
 from spark_jobs.snapshots import (
     Heartbeat,
     LeaseError,
@@ -142,25 +142,28 @@ def _run_holding_lease(
     enrich = _partition_function(spec, key, job_record["fingerprint"], sizes, schema, run_id)
     enriched = partitioned.mapInArrow(enrich, from_arrow_schema(schema))
     staging = staging_for(spec.output, run_id)
-    with ProgressReporter(store, key, sizes, spec.progress_interval):
-        counts = write_outputs(enriched, spec, staging)
-    summary = build_summary(
-        store,
-        key,
-        spec,
-        records_in=records_in,
-        counts=counts,
-        resumed=decision.resume,
-        duration_s=time.monotonic() - started,
-        run_id=run_id,
-    )
-    if summary.get("budget_exhausted"):
-        # Partial output must not look like a result: only the summary says where it is.
-        drop_data(staging)
-    write_summary(staging, summary)
-    if not lease.holds():
-        raise LeaseError(_FENCED)
-    publish(staging, spec.output)
+    try:
+        with ProgressReporter(store, key, sizes, spec.progress_interval):
+            counts = write_outputs(enriched, spec, staging)
+        summary = build_summary(
+            store,
+            key,
+            spec,
+            records_in=records_in,
+            counts=counts,
+            resumed=decision.resume,
+            duration_s=time.monotonic() - started,
+            run_id=run_id,
+        )
+        if summary.get("budget_exhausted"):
+            # Partial output must not look like a result: only the summary says so.
+            drop_data(staging)
+        write_summary(staging, summary)
+        if not lease.holds():
+            raise LeaseError(_FENCED)
+        publish(staging, spec.output)
+    finally:
+        discard(staging)  # still there only when this run did not publish
     logger.info("summary: %s", json.dumps(summary, sort_keys=True))
     if summary.get("budget_exhausted"):
         return summary  # the snapshots are what the next run resumes from

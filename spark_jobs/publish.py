@@ -40,6 +40,13 @@ def drop_data(directory: str) -> None:
             fs.rm(f"{root.rstrip('/')}/{name}", recursive=True)
 
 
+def discard(staging: str) -> None:
+    """Remove a staging directory that was not published (a failed or fenced run)."""
+    fs, path = fsspec.core.url_to_fs(staging)
+    if fs.exists(path):
+        fs.rm(path, recursive=True)
+
+
 def publish(staging: str, output: str) -> None:
     """Make ``staging``'s content the output, replacing what was there."""
     fs, source = fsspec.core.url_to_fs(staging)

@@ -100,6 +100,7 @@ def test_a_stalled_run_loses_its_lease_is_fenced_off_and_the_takeover_is_exact(t
     assert "resuming epoch" in second_log
     assert first_code == LEASE_EXIT, first_log[-3000:]
     assert "fenced off" in first_log
+    assert not list(tmp_path.glob("out.staging-*")), "the fenced run left its staging behind"
     data, dead, summary = read_output(tmp_path / "out")
     assert Counter(r["id"] for r in data + dead) == Counter(IDS), "every record exactly once"
     assert summary["run_id"] == "second"
