@@ -227,13 +227,17 @@ class Chaos:
             if fault == "snapshot_write":
                 self._wait(lambda: uncommitted_segment(snapshots) or job.poll() is not None, 0.005)
             outcome.notes.append(self._strike(fault, job))
+            # What the killed attempt(s) may have called without a commit, at most. Commits
+            # are read first: other tasks go on committing while they are read (slowly, on
+            # S3), and every row committed by then was called before the calls are counted.
             if fault in RESUBMIT:
                 calls = api.settled_calls()  # the run is dead: its last requests land
+                done = committed(snapshots)
             else:
+                done = committed(snapshots)
                 time.sleep(0.5)  # requests of the killed tasks still on the wire land
                 calls = sum(api.calls_per_key().values())
-            # What the killed attempt(s) may have called without a commit, at most.
-            outcome.bound += max(0, calls - committed(snapshots))
+            outcome.bound += max(0, calls - done)
             if fault in RESUBMIT:
                 job.wait(60)
                 job = start_job(args, env)
