@@ -150,8 +150,15 @@ def airflow(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess
 
 def init_airflow(env: dict[str, str]) -> None:
     """Create the metadata database and the pool that caps concurrent API load."""
-    for command in (("db", "migrate"), ("pools", "set", "enrichment_api", "4", "API load")):
-        result = airflow(env, *command)
+    migrate_env = {
+        **env,
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "demo.airflow_sqlite.MIGRATE_CONNECT_ARGS",
+    }
+    for command, command_env in (
+        (("db", "migrate"), migrate_env),
+        (("pools", "set", "enrichment_api", "4", "API load"), env),
+    ):
+        result = airflow(command_env, *command)
         assert result.returncode == 0, result.stdout + result.stderr
 
 
