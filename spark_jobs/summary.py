@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from spark_jobs.asyncwait import StreamStatus, Watermark, WatermarkValve
+from spark_jobs.asyncwait import Watermark, WatermarkStatus, WatermarkValve
 from spark_jobs.job_spec import JobSpec
 from spark_jobs.snapshots import NamespaceKey, PartitionProgress, SnapshotStore
 
@@ -23,7 +23,7 @@ def job_watermark(partitions: list[PartitionProgress], count: int) -> int | None
     for channel in range(count):
         part = by_id.get(channel)
         if part is None or part.stats.get("finished"):
-            valve.input_status(StreamStatus.IDLE, channel)
+            valve.input_status(WatermarkStatus.IDLE, channel)
     return valve.last_output_watermark
 
 

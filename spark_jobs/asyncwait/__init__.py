@@ -3,14 +3,14 @@
 Pure standard library: nothing here knows Spark, Airflow or HTTP.
 """
 
-from .elements import MAX_WATERMARK, Failure, Result, StreamStatus, Watermark
+from .elements import MAX_WATERMARK, MIN_WATERMARK, Failure, Result, Watermark, WatermarkStatus
 from .metrics import OperatorMetrics
-from .operator import AsyncWaitOperator, Output
+from .operator import AsyncWaitOperator, OperatorOutput
 from .record_timer import untimed
 from .retry import RetryStrategy
 from .snapshot import OperatorSnapshot
 from .watermark_generator import BoundedOutOfOrdernessGenerator
-from .watermark_valve import MIN_WATERMARK, WatermarkValve
+from .watermark_valve import WatermarkValve
 
 __all__ = [
     "MAX_WATERMARK",
@@ -19,12 +19,12 @@ __all__ = [
     "BoundedOutOfOrdernessGenerator",
     "Failure",
     "OperatorMetrics",
+    "OperatorOutput",
     "OperatorSnapshot",
-    "Output",
     "Result",
     "RetryStrategy",
-    "StreamStatus",
     "Watermark",
+    "WatermarkStatus",
     "WatermarkValve",
     "untimed",
 ]

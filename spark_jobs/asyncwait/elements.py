@@ -10,6 +10,8 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+#: Event time before any record (Flink's ``Long.MIN_VALUE``): "nothing seen yet".
+MIN_WATERMARK = -(2**63)
 #: The watermark emitted at end of input (Flink's ``Long.MAX_VALUE``): "no more data".
 MAX_WATERMARK = 2**63 - 1
 
@@ -46,8 +48,9 @@ class Failure:
     transient: bool = False
 
 
-class StreamStatus(enum.Enum):
-    """Whether a channel currently produces data; idle channels do not hold watermarks back."""
+class WatermarkStatus(enum.Enum):
+    """Whether a channel currently produces data; idle channels do not hold watermarks back
+    (Flink's ``WatermarkStatus``, once called ``StreamStatus``)."""
 
     ACTIVE = "active"
     IDLE = "idle"

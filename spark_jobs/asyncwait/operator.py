@@ -21,17 +21,16 @@ from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, I
 from time import perf_counter
 from typing import Any, Literal
 
+from .element_queue import ElementQueue, new_queue
 from .elements import MAX_WATERMARK, Failure, Result, Watermark, describe_error
 from .metrics import OperatorMetrics
-from .ordered_queue import OrderedQueue
 from .queue_entry import QueueEntry, RecordEntry, WatermarkEntry
 from .record_timer import set_record_timer
 from .retry import RetryStrategy
 from .snapshot import OperatorSnapshot, decode_entry, encode_entry
 from .source import NOTHING, Source
-from .unordered_queue import UnorderedQueue
 
-Output = Result | Failure | Watermark
+OperatorOutput = Result | Failure | Watermark
 AsyncFunction = Callable[[Any], Awaitable[Any]]
 TimeoutHandler = Callable[[Any], Any]
 
@@ -73,7 +72,7 @@ class AsyncWaitOperator:
         self.retry = retry or RetryStrategy.no_retry()
         self.on_timeout = on_timeout
         self.metrics = OperatorMetrics()
-        self._queue: OrderedQueue | UnorderedQueue = self._new_queue()
+        self._queue: ElementQueue = new_queue(mode, capacity)
         self._restoring: deque[QueueEntry] = deque()
         self._consumed = 0
         self._in_flight: dict[RecordEntry, asyncio.Task[None]] = {}
@@ -81,9 +80,6 @@ class AsyncWaitOperator:
         self._crash: BaseException | None = None
         self._running = False
         self._loop: asyncio.AbstractEventLoop | None = None
-
-    def _new_queue(self) -> OrderedQueue | UnorderedQueue:
-        return OrderedQueue() if self.mode == "ordered" else UnorderedQueue()
 
     def snapshot(self) -> OperatorSnapshot:
         """Everything not yet emitted, in queue order, and the source offset reached.
@@ -97,7 +93,7 @@ class AsyncWaitOperator:
         self,
         source: Iterable[Any] | AsyncIterable[Any],
         restored: OperatorSnapshot | None = None,
-    ) -> AsyncIterator[Output]:
+    ) -> AsyncIterator[OperatorOutput]:
         """Process ``restored`` entries first, then ``source``; end with ``Watermark(MAX)``.
 
         ``source`` must start where the snapshot's ``consumed`` offset left off (the caller
@@ -110,13 +106,13 @@ class AsyncWaitOperator:
         self._running = True
         restored = restored or OperatorSnapshot.empty()
         self.metrics = OperatorMetrics()
-        self._queue = self._new_queue()
+        self._queue = new_queue(self.mode, self.capacity)
         self._restoring = deque(decode_entry(e) for e in restored.entries)
         self._consumed = restored.consumed
         self._crash = None
         self._loop = asyncio.get_running_loop()
         source_reader = Source(source)
-        queue, capacity = self._queue, self.capacity  # locals: this loop runs per element
+        queue = self._queue  # a local: this loop runs per element
         try:
             while True:
                 if self._crash is not None:
@@ -125,20 +121,20 @@ class AsyncWaitOperator:
                 if entry is not None:
                     yield self._emitted(entry)
                     continue
-                if len(queue) < capacity:
-                    if self._restoring:
-                        self._enqueue(self._restoring.popleft())
+                if self._restoring and self._enqueue(self._restoring[0]):
+                    self._restoring.popleft()
+                    continue
+                # The full queue is asked first: an element read cannot be given back.
+                if not queue.full and not source_reader.exhausted:
+                    element = source_reader.take()
+                    if element is not NOTHING:
+                        self._consumed += 1
+                        self._enqueue(
+                            WatermarkEntry(element)
+                            if type(element) is Watermark
+                            else RecordEntry(element)
+                        )
                         continue
-                    if not source_reader.exhausted:
-                        element = source_reader.take()
-                        if element is not NOTHING:
-                            self._consumed += 1
-                            self._enqueue(
-                                WatermarkEntry(element)
-                                if type(element) is Watermark
-                                else RecordEntry(element)
-                            )
-                            continue
                 if source_reader.exhausted and not queue:
                     break
                 await self._wait_for_progress(source_reader.pull)
@@ -150,15 +146,18 @@ class AsyncWaitOperator:
 
     # -- queue -----------------------------------------------------------------------
 
-    def _enqueue(self, entry: QueueEntry) -> None:
+    def _enqueue(self, entry: QueueEntry) -> bool:
+        """Queue ``entry`` and start its call; False, and nothing done, if the queue is full."""
+        if not self._queue.try_put(entry):
+            return False
         entry.enqueued_at = perf_counter()
-        self._queue.add(entry)
         if not entry.done:
             assert type(entry) is RecordEntry
             self._in_flight[entry] = self._loop.create_task(self._process(entry))
             self.metrics.in_flight = len(self._in_flight)
+        return True
 
-    def _emitted(self, entry: QueueEntry) -> Output:
+    def _emitted(self, entry: QueueEntry) -> OperatorOutput:
         if type(entry) is RecordEntry:
             metrics = self.metrics
             metrics.emitted += 1
@@ -166,12 +165,11 @@ class AsyncWaitOperator:
         return entry.outcome  # type: ignore[return-value]
 
     def _complete(self, entry: RecordEntry, outcome: Result | Failure) -> None:
-        entry.outcome = outcome
+        entry.complete(outcome)
         if type(outcome) is Failure:
             self.metrics.failed += 1
         else:
             self.metrics.completed += 1
-        self._queue.completed(entry)
         self._wake()
 
     # -- waking the run loop -----------------------------------------------------------

@@ -8,21 +8,26 @@ from __future__ import annotations
 
 from collections import deque
 
-from .queue_entry import QueueEntry, RecordEntry
+from .queue_entry import QueueEntry
 
 
 class OrderedQueue:
-    def __init__(self) -> None:
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
         self._entries: deque[QueueEntry] = deque()
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def add(self, entry: QueueEntry) -> None:
-        self._entries.append(entry)
+    @property
+    def full(self) -> bool:
+        return len(self._entries) >= self.capacity
 
-    def completed(self, entry: RecordEntry) -> None:
-        """Nothing to move: the head is checked when the operator asks for output."""
+    def try_put(self, entry: QueueEntry) -> bool:
+        if len(self._entries) >= self.capacity:
+            return False
+        self._entries.append(entry)
+        return True
 
     def pop_ready(self) -> QueueEntry | None:
         """The head if it is complete, else ``None``."""
@@ -31,5 +36,4 @@ class OrderedQueue:
         return None
 
     def entries(self) -> list[QueueEntry]:
-        """Every entry still queued, in queue order (for snapshots)."""
         return list(self._entries)

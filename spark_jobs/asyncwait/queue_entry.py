@@ -4,9 +4,16 @@ one per watermark (Flink's ``StreamElementQueueEntry``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .elements import Failure, Result, Watermark
+
+
+class Segment(Protocol):
+    """The part of a queue that holds an entry and must hear of its completion (Flink's
+    ``SegmentedStreamRecordQueueEntry`` keeps its segment so no side table is needed)."""
+
+    def completed(self, entry: RecordEntry) -> None: ...
 
 
 @dataclass(slots=True, eq=False)
@@ -23,10 +30,18 @@ class RecordEntry:
     calling: bool = False
     outcome: Result | Failure | None = None
     enqueued_at: float = 0.0
+    segment: Segment | None = None
+    """Set by a queue that must hear of the completion (the unordered one)."""
 
     @property
     def done(self) -> bool:
         return self.outcome is not None
+
+    def complete(self, outcome: Result | Failure) -> None:
+        self.outcome = outcome
+        if self.segment is not None:
+            self.segment.completed(self)
+            self.segment = None
 
 
 @dataclass(slots=True, eq=False)

@@ -5,7 +5,8 @@ The queue is a chain of segments. A record segment collects the records between 
 watermarks; its completed records may leave in any order. A watermark is a segment of its
 own and leaves only when everything before it has left, so no record crosses a watermark
 in either direction. Without watermarks there is one segment and the queue is purely
-completion-ordered.
+completion-ordered. A record not yet complete is bound to its segment, which its
+completion notifies (``RecordEntry.complete``).
 """
 
 from __future__ import annotations
@@ -16,47 +17,49 @@ from .queue_entry import QueueEntry, RecordEntry, WatermarkEntry
 
 
 class _RecordSegment:
-    __slots__ = ("completed", "incomplete")
+    __slots__ = ("completed_entries", "incomplete")
 
     def __init__(self) -> None:
         self.incomplete: set[RecordEntry] = set()
-        self.completed: deque[RecordEntry] = deque()
+        self.completed_entries: deque[RecordEntry] = deque()
 
-    def __len__(self) -> int:
-        return len(self.incomplete) + len(self.completed)
+    def completed(self, entry: RecordEntry) -> None:
+        """Move a record to the completed list, where it may be emitted."""
+        self.incomplete.discard(entry)
+        self.completed_entries.append(entry)
 
 
 class UnorderedQueue:
-    def __init__(self) -> None:
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
         self._segments: deque[_RecordSegment | WatermarkEntry] = deque()
-        self._segment_of: dict[RecordEntry, _RecordSegment] = {}
         # Insertion-ordered, so a snapshot lists entries in queue order.
         self._all: dict[QueueEntry, None] = {}
 
     def __len__(self) -> int:
         return len(self._all)
 
-    def add(self, entry: QueueEntry) -> None:
+    @property
+    def full(self) -> bool:
+        return len(self._all) >= self.capacity
+
+    def try_put(self, entry: QueueEntry) -> bool:
+        if len(self._all) >= self.capacity:
+            return False
         self._all[entry] = None
         if isinstance(entry, WatermarkEntry):
             self._segments.append(entry)
-            return
+            return True
         if not self._segments or isinstance(self._segments[-1], WatermarkEntry):
             self._segments.append(_RecordSegment())
         segment = self._segments[-1]
         assert isinstance(segment, _RecordSegment)
         if entry.done:
-            segment.completed.append(entry)
+            segment.completed_entries.append(entry)
         else:
             segment.incomplete.add(entry)
-            self._segment_of[entry] = segment
-
-    def completed(self, entry: RecordEntry) -> None:
-        """Move a record to its segment's completed list, where it may be emitted."""
-        segment = self._segment_of.pop(entry, None)
-        if segment is not None:
-            segment.incomplete.discard(entry)
-            segment.completed.append(entry)
+            entry.segment = segment
+        return True
 
     def pop_ready(self) -> QueueEntry | None:
         """A completed record of the first segment, or the watermark at the head."""
@@ -66,8 +69,8 @@ class UnorderedQueue:
                 self._segments.popleft()
                 del self._all[head]
                 return head
-            if head.completed:
-                entry = head.completed.popleft()
+            if head.completed_entries:
+                entry = head.completed_entries.popleft()
                 del self._all[entry]
                 return entry
             if head.incomplete or len(self._segments) == 1:

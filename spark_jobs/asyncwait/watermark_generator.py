@@ -7,8 +7,7 @@ record, because each watermark costs a queue slot and an ordering barrier downst
 
 from __future__ import annotations
 
-from .elements import Watermark
-from .watermark_valve import MIN_WATERMARK
+from .elements import MIN_WATERMARK, Watermark
 
 
 class BoundedOutOfOrdernessGenerator:

@@ -19,15 +19,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .elements import StreamStatus, Watermark
-
-MIN_WATERMARK = -(2**63)
+from .elements import MIN_WATERMARK, Watermark, WatermarkStatus
 
 
 @dataclass
 class _Channel:
     watermark: int = MIN_WATERMARK
-    status: StreamStatus = StreamStatus.ACTIVE
+    status: WatermarkStatus = WatermarkStatus.ACTIVE
     aligned: bool = True
 
 
@@ -39,11 +37,11 @@ class WatermarkValve:
             raise ValueError(f"a valve needs at least one channel, got {channels}")
         self._channels = [_Channel() for _ in range(channels)]
         self.last_output_watermark = MIN_WATERMARK
-        self.last_output_status = StreamStatus.ACTIVE
+        self.last_output_status = WatermarkStatus.ACTIVE
 
     def input_watermark(self, watermark: Watermark, channel: int) -> list[Watermark]:
         state = self._channel(channel)
-        if self.last_output_status is StreamStatus.IDLE or state.status is StreamStatus.IDLE:
+        if self.last_output_status is WatermarkStatus.IDLE or state.status is WatermarkStatus.IDLE:
             return []  # an idle channel's watermarks are ignored until it is active again
         if watermark.timestamp > state.watermark:
             state.watermark = watermark.timestamp
@@ -51,23 +49,25 @@ class WatermarkValve:
                 state.aligned = True
         return self._new_min_over_aligned()
 
-    def input_status(self, status: StreamStatus, channel: int) -> list[Watermark | StreamStatus]:
+    def input_status(
+        self, status: WatermarkStatus, channel: int
+    ) -> list[Watermark | WatermarkStatus]:
         state = self._channel(channel)
-        out: list[Watermark | StreamStatus] = []
-        if status is StreamStatus.IDLE and state.status is StreamStatus.ACTIVE:
-            state.status = StreamStatus.IDLE
+        out: list[Watermark | WatermarkStatus] = []
+        if status is WatermarkStatus.IDLE and state.status is WatermarkStatus.ACTIVE:
+            state.status = WatermarkStatus.IDLE
             state.aligned = False
-            if not any(c.status is StreamStatus.ACTIVE for c in self._channels):
+            if not any(c.status is WatermarkStatus.ACTIVE for c in self._channels):
                 out += self._max_over_all()  # nothing will advance: flush
-                self.last_output_status = StreamStatus.IDLE
-                out.append(StreamStatus.IDLE)
+                self.last_output_status = WatermarkStatus.IDLE
+                out.append(WatermarkStatus.IDLE)
             elif state.watermark == self.last_output_watermark:
                 out += self._new_min_over_aligned()  # it may have been holding the output
-        elif status is StreamStatus.ACTIVE and state.status is StreamStatus.IDLE:
-            state.status = StreamStatus.ACTIVE
-            if self.last_output_status is StreamStatus.IDLE:
-                self.last_output_status = StreamStatus.ACTIVE
-                out.append(StreamStatus.ACTIVE)
+        elif status is WatermarkStatus.ACTIVE and state.status is WatermarkStatus.IDLE:
+            state.status = WatermarkStatus.ACTIVE
+            if self.last_output_status is WatermarkStatus.IDLE:
+                self.last_output_status = WatermarkStatus.ACTIVE
+                out.append(WatermarkStatus.ACTIVE)
             if state.watermark >= self.last_output_watermark:
                 state.aligned = True
                 out += self._new_min_over_aligned()

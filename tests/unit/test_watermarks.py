@@ -6,12 +6,12 @@ import pytest
 from spark_jobs.asyncwait import (
     MIN_WATERMARK,
     BoundedOutOfOrdernessGenerator,
-    StreamStatus,
     Watermark,
+    WatermarkStatus,
     WatermarkValve,
 )
 
-ACTIVE, IDLE = StreamStatus.ACTIVE, StreamStatus.IDLE
+ACTIVE, IDLE = WatermarkStatus.ACTIVE, WatermarkStatus.IDLE
 
 
 def test_single_channel_forwards_only_advancing_watermarks():

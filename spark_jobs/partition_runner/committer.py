@@ -1,0 +1,141 @@
+"""The snapshot committer: writes each cut, segments first, then the manifest.
+
+A cut is taken on the event loop at one instant (between two outputs) and written in a
+worker thread while calls stay in flight. One write at a time: a cut waits for the last
+one, and a failed write fails the task rather than losing data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from spark_jobs.asyncwait import OperatorSnapshot
+from spark_jobs.snapshots import Manifest, PartitionSnapshots, SegmentRef
+
+from .epoch import Epoch
+from .task import PartitionTask
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CutPolicy:
+    """When a cut is due: every ``interval`` seconds, or once ``max_rows`` outputs wait."""
+
+    interval: float
+    max_rows: int
+
+
+@dataclass(frozen=True)
+class Cut:
+    """What one snapshot commits: queued entries and offset, outputs, counters, watermark."""
+
+    snapshot: OperatorSnapshot
+    epoch: Epoch
+    stats: dict[str, Any]
+    watermark: int | None
+
+
+class SnapshotCommitter:
+    """Commits the cuts of one partition attempt, continuing from ``resumed``.
+
+    ``check_lease`` runs before every manifest commit (a fenced-off run raises there).
+    """
+
+    def __init__(
+        self,
+        snapshots: PartitionSnapshots,
+        schema: pa.Schema,
+        task: PartitionTask,
+        resumed: Manifest | None,
+        policy: CutPolicy,
+        check_lease: Callable[[], None],
+    ) -> None:
+        self.snapshots, self.schema, self.task = snapshots, schema, task
+        self.policy = policy
+        self.check_lease = check_lease
+        self.last_committed = resumed
+        self._write_task: asyncio.Future[Manifest] | None = None
+        self._last_cut = time.monotonic()
+
+    def due(self, epoch_rows: int) -> bool:
+        if self._write_task is not None and not self._write_task.done():
+            return False  # one write at a time; the next output tries again
+        elapsed = time.monotonic() - self._last_cut
+        return elapsed >= self.policy.interval or epoch_rows >= self.policy.max_rows
+
+    def start(self, cut: Cut) -> None:
+        """Write ``cut`` in a thread; the earlier write must be over (its failure raises)."""
+        if self._write_task is not None:
+            self._write_task.result()  # a failed write fails the task rather than losing data
+        self._last_cut = time.monotonic()
+        self._write_task = asyncio.ensure_future(asyncio.to_thread(self._write, cut))
+
+    async def wait(self) -> None:
+        """Wait for the write in flight, if any; raises if it failed."""
+        if self._write_task is not None:
+            await self._write_task
+        self._write_task = None
+
+    async def settle(self) -> None:
+        """On the way out: a started write finishes, never torn (its error is not ours)."""
+        if self._write_task is not None and not self._write_task.done():
+            await asyncio.wait([self._write_task])
+
+    def _write(self, cut: Cut) -> Manifest:
+        """Segments first, then the manifest (in a worker thread: blocking storage I/O)."""
+        store, task = self.snapshots, self.task
+        refs = [
+            store.write_segment(
+                pa.Table.from_batches(batches, self.schema), kind=kind, attempt=task.attempt
+            )
+            for kind, batches in (
+                ("results", cut.epoch.results),
+                ("dead_letters", cut.epoch.dead_letters),
+            )
+            if sum(b.num_rows for b in batches)
+        ]
+        self.check_lease()
+        committed = store.commit(self._next_manifest(cut, refs))
+        self.last_committed = committed
+        logger.info(
+            "partition %d: committed epoch %d: %d of %s records, %d in flight",
+            task.partition,
+            committed.epoch,
+            committed.committed_rows + committed.dead_letter_rows,
+            task.records_total if task.records_total is not None else "?",
+            len(cut.snapshot.entries),
+        )
+        return committed
+
+    def _next_manifest(self, cut: Cut, refs: list[SegmentRef]) -> Manifest:
+        task, snapshot, previous = self.task, cut.snapshot, self.last_committed
+        if previous is None:
+            return Manifest(
+                job_fingerprint=task.fingerprint,
+                partition=task.partition,
+                epoch=0,
+                input_offset=snapshot.consumed,
+                attempt=task.attempt,
+                pending=snapshot.entries,
+                segments=tuple(refs),
+                watermark=cut.watermark,
+                records_total=task.records_total,
+                stats=cut.stats,
+            )
+        return previous.advance(
+            attempt=task.attempt,
+            input_offset=snapshot.consumed,
+            pending=snapshot.entries,
+            new_segments=refs,
+            watermark=cut.watermark,
+            records_total=task.records_total,
+            stats=cut.stats,
+        )

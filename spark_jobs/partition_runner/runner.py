@@ -1,0 +1,243 @@
+"""The partition runner (Spark's side) and one attempt, which wires the parts together."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from contextlib import aclosing
+from typing import Any
+
+import pyarrow as pa
+import uvloop
+
+from spark_jobs.asyncwait import (
+    MAX_WATERMARK,
+    AsyncWaitOperator,
+    Failure,
+    OperatorOutput,
+    OperatorSnapshot,
+    Result,
+    Watermark,
+)
+from spark_jobs.enrichers import default_retry_strategy
+from spark_jobs.job_spec import JobSpec
+from spark_jobs.row_enrichment import open_row_enrichment
+from spark_jobs.snapshots import LeaseError, Manifest, PartitionSnapshots
+
+from .budget import BudgetStop
+from .committer import Cut, CutPolicy, SnapshotCommitter
+from .epoch import EpochBuffer
+from .input import Element, IndexedRow, InputRows, indexed_rows, with_watermarks
+from .outage import ApiOutageError, OutageDetector, retry_transient
+from .replay import pending_outcomes, replay
+from .stats import RunStats
+from .task import PartitionTask
+
+logger = logging.getLogger(__name__)
+
+
+class PartitionRunner:
+    def __init__(
+        self,
+        spec: JobSpec,
+        snapshots: PartitionSnapshots,
+        schema: pa.Schema,
+        holds_lease: Callable[[], bool] | None = None,
+    ) -> None:
+        """``holds_lease`` says whether this run still owns the namespace: asked before
+        any work and before every commit, so a fenced-off run stops (see ``lease.py``)."""
+        self.spec = spec
+        self.snapshots = snapshots
+        self.holds_lease = holds_lease
+        self.schema = schema  # input columns + enrichment fields + _error + _attempts
+        self.enrichment_fields = list(spec.response_fields)
+
+    def run(
+        self, batches: Iterable[pa.RecordBatch], task: PartitionTask
+    ) -> Iterator[pa.RecordBatch]:
+        """Spark's side (``mapInArrow``): a sync iterator of output batches, driven by an
+        event loop of its own that runs only while Spark asks for the next batch."""
+        loop = uvloop.new_event_loop()
+        outputs = self.run_async(batches, task)
+        try:
+            while True:
+                try:
+                    yield loop.run_until_complete(outputs.__anext__())
+                except StopAsyncIteration:
+                    return
+        finally:
+            loop.run_until_complete(outputs.aclose())
+            loop.close()
+
+    def check_lease(self) -> None:
+        if self.holds_lease is not None and not self.holds_lease():
+            raise LeaseError(
+                f"partition {self.snapshots.partition}: fenced off: another run holds this "
+                "namespace now; this attempt commits nothing"
+            )
+
+    async def run_async(
+        self, batches: Iterable[pa.RecordBatch], task: PartitionTask
+    ) -> AsyncIterator[pa.RecordBatch]:
+        await asyncio.to_thread(self.check_lease)
+        manifest = await asyncio.to_thread(self.snapshots.latest)
+        if manifest is not None and manifest.job_fingerprint != task.fingerprint:
+            logger.warning(
+                "partition %d: ignoring a snapshot of another job configuration", task.partition
+            )
+            manifest = None
+        attempt = _Attempt(self, task, manifest)
+        if manifest is not None:
+            async for batch in attempt.replay(manifest):
+                yield batch
+        async for batch in attempt.enrich(indexed_rows(batches)):
+            yield batch
+
+
+class _Attempt:
+    """One attempt at a partition, resumed from ``resumed`` when not None (its mutable
+    state is kept off the runner, which is shared)."""
+
+    def __init__(
+        self, runner: PartitionRunner, task: PartitionTask, resumed: Manifest | None
+    ) -> None:
+        spec = runner.spec
+        self.runner, self.task, self.resumed = runner, task, resumed
+        self.watermark = resumed.watermark if resumed is not None else None
+        self.stats = RunStats(resumed, task.run_id)
+        self.inputs = InputRows()
+        self.outage = OutageDetector(spec.outage_threshold, task.partition)
+        self.budget = BudgetStop()
+        self.buffer = EpochBuffer(runner.schema, runner.enrichment_fields)
+        policy = CutPolicy(spec.snapshot_interval, spec.snapshot_max_rows)
+        self.committer = SnapshotCommitter(
+            runner.snapshots, runner.schema, task, resumed, policy, runner.check_lease
+        )
+        self.operator: AsyncWaitOperator | None = None
+
+    async def replay(self, manifest: Manifest) -> AsyncIterator[pa.RecordBatch]:
+        async for batch in replay(self.runner.snapshots, self.runner.schema, manifest):
+            self.stats.replayed += batch.num_rows
+            yield batch
+        self.stats.replayed += pending_outcomes(manifest)
+        logger.info(
+            "partition %d: resuming epoch %d: %d records replayed, %d in flight, input offset %d",
+            self.task.partition,
+            manifest.epoch,
+            self.stats.replayed,
+            len(manifest.pending),
+            manifest.input_offset,
+        )
+
+    async def enrich(self, rows: Iterator[IndexedRow]) -> AsyncIterator[pa.RecordBatch]:
+        elements = with_watermarks(rows, self.runner.spec)
+        restored = OperatorSnapshot.empty()
+        if self.resumed is not None:
+            restored = OperatorSnapshot(list(self.resumed.pending), self.resumed.input_offset)
+            self.inputs.skip(elements, restored)
+        try:
+            async for batch in self._enrich(elements, restored):
+                yield batch
+        finally:
+            await self.committer.settle()
+
+    async def _enrich(
+        self, elements: Iterator[Element], restored: OperatorSnapshot
+    ) -> AsyncIterator[pa.RecordBatch]:
+        spec = self.runner.spec
+        budget = spec.request_budget(self.task.partition)
+        if budget is not None:
+            budget = max(0, budget - self.stats.run_requests_before())
+        async with open_row_enrichment(spec, self.task.partition, budget) as enrichment:
+            self.stats.counters = enrichment.counters
+
+            async def call(index: int) -> dict[str, Any]:
+                return await enrichment.call(self.inputs[index])
+
+            self.operator = AsyncWaitOperator(
+                self.budget.guard(call),
+                mode=spec.mode,
+                capacity=spec.operator_capacity,
+                timeout=spec.timeout,
+                retry=default_retry_strategy(spec.max_attempts),
+            )
+            stream = self.operator.run(
+                self.inputs.admit(elements, lambda: self.budget.spent), restored=restored
+            )
+            try:
+                async with (
+                    aclosing(stream) as outputs,  # closing cancels calls in flight
+                    aclosing(self._batches(outputs)) as batches,
+                ):
+                    async for batch in batches:
+                        yield batch
+            except ApiOutageError:
+                # Keep everything done so far; the retry resumes from this cut.
+                await self._final_cut(stop="outage")
+                raise
+            if self.budget.spent:
+                # Not a failure: what is done is committed, the rest waits for the next run.
+                logger.warning(
+                    "partition %d: the run's request budget is spent; %d records stay queued "
+                    "for the next run",
+                    self.task.partition,
+                    len(self.budget.held) + len(self.outage),
+                )
+                await self._final_cut(stop="budget")
+                return
+            self._emit(self.outage.release())  # the input ended; no outage proven
+            if self.buffer.rows:
+                yield self.buffer.flush()
+            await self._final_cut(stop=None)
+
+    async def _batches(
+        self, outputs: AsyncIterator[OperatorOutput]
+    ) -> AsyncIterator[pa.RecordBatch]:
+        """Output batches for Spark, cutting a snapshot whenever one is due."""
+        async for output in outputs:
+            if isinstance(output, Watermark):
+                if output.timestamp != MAX_WATERMARK:
+                    self.watermark = output.timestamp
+                continue
+            if not self.budget.hold(output):
+                self._emit(self.outage.take(output))
+            if self.buffer.batch_full:
+                yield self.buffer.flush()
+            if self.committer.due(self.buffer.epoch.rows):
+                if self.buffer.rows:
+                    yield self.buffer.flush()
+                self._cut(final=False)
+
+    def _emit(self, outputs: list[Result | Failure]) -> None:
+        for output in outputs:
+            self.buffer.add(self.inputs.pop(output.record), output)
+
+    async def _final_cut(self, *, stop: str | None) -> None:
+        """The last snapshot of this attempt: the end of the partition (``stop`` None), an
+        ``"outage"`` or a ``"budget"`` spent."""
+        if self.buffer.rows:
+            self.buffer.flush()  # after a stop: the unsent tail goes to the snapshot only
+        await self.committer.wait()  # raises if that write failed
+        self._cut(final=stop is None, outage=stop == "outage", budget_exhausted=stop == "budget")
+        await self.committer.wait()
+
+    def _cut(self, *, final: bool, outage: bool = False, budget_exhausted: bool = False) -> None:
+        """Take the consistent cut now; the committer writes it while calls continue.
+
+        Held-back suspects and records that met the spent budget were emitted before
+        everything still queued, so they come first, as records to call again. After an
+        outage, so does every transient failure still queued: the API was down, the
+        records are not bad.
+        """
+        assert self.operator is not None
+        queued = self.operator.snapshot()
+        entries = [*self.outage.requeued(), *self.budget.requeued(), *queued.entries]
+        if outage:
+            entries = retry_transient(entries)
+        snapshot = OperatorSnapshot(entries, queued.consumed)
+        stats = self.stats.at_cut(
+            final=final, budget_exhausted=budget_exhausted, in_flight=len(entries)
+        )
+        epoch = self.buffer.take_epoch()
+        self.committer.start(Cut(snapshot, epoch, stats, self.watermark))

@@ -1,0 +1,64 @@
+"""The counters a manifest carries: this attempt's, added to those of the attempts before.
+
+The attempt resumed from left its counters in its manifest; carrying them on makes the
+last manifest's stats describe the whole partition, and ``run_requests`` lets a retried
+attempt of the same run keep within the run's request budget.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from spark_jobs.snapshots import Manifest
+
+
+class RunStats:
+    """Counters for the next cut's manifest; ``counters`` is the enrichment's own."""
+
+    def __init__(self, resumed: Manifest | None, run_id: str) -> None:
+        self.resumed = resumed
+        self.run_id = run_id
+        self.counters: Callable[[], dict[str, int]] = dict
+        self.replayed = 0
+        self.rss_first_cut = 0.0  # worker memory, to show it stays flat
+        self.rss_peak = 0.0
+
+    def run_requests_before(self) -> int:
+        """Requests earlier attempts of this same run made (the budget is per run)."""
+        resumed = self.resumed
+        if resumed is None or resumed.stats.get("run_id") != self.run_id:
+            return 0
+        return int(resumed.stats.get("run_requests", 0))
+
+    def at_cut(self, *, final: bool, budget_exhausted: bool, in_flight: int) -> dict[str, Any]:
+        rss_mb = rss_now_mb()
+        self.rss_first_cut = self.rss_first_cut or rss_mb
+        self.rss_peak = max(self.rss_peak, rss_mb)
+        counters = self.counters()
+        return {
+            "rss_mb_first_cut": self.rss_first_cut,
+            "rss_mb_peak": self.rss_peak,
+            **{name: self._before(name) + n for name, n in counters.items()},
+            "run_id": self.run_id,
+            "run_requests": self.run_requests_before() + counters["requests_made"],
+            "budget_exhausted": budget_exhausted,
+            "replayed": self.replayed,
+            "resumed": self.resumed is not None,
+            "finished": final,
+            "in_flight": in_flight,
+        }
+
+    def _before(self, name: str) -> int:
+        """A counter of earlier attempts, carried in the manifest resumed from."""
+        if self.resumed is None:
+            return 0
+        return int(self.resumed.stats.get(name, 0))
+
+
+def rss_now_mb() -> float:
+    """This Python worker's resident memory now, in MiB (Linux /proc)."""
+    with open("/proc/self/statm") as statm:
+        pages = int(statm.read().split()[1])
+    return round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
