@@ -56,8 +56,12 @@ dist: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m demo.run
 
+# Strict types on the operator core and the snapshot store, plain on the rest.
+STRICT_TYPED := spark_jobs/asyncwait spark_jobs/snapshots
 lint: $(STAMP)
 	$(PY) -m ruff check .
+	$(PY) -m mypy --strict $(STRICT_TYPED)
+	$(PY) -m mypy spark_jobs plugins dags
 
 bench: bench-operator bench-http bench-reliability
 

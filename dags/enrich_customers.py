@@ -116,4 +116,4 @@ with DAG(
         return summary
 
     wait_for_input() >> enrich
-    publish(enrich.output)
+    publish(enrich.output)  # type: ignore[arg-type]  # TaskFlow resolves the XComArg

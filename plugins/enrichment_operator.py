@@ -121,7 +121,8 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         self.cost_per_request = cost_per_request
         self.job_args = list(job_args)
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    # The summary goes to XCom; the provider declares its execute as returning None.
+    def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
         if self.resume not in RESUME_MODES:
             raise ValueError(f"resume must be one of {RESUME_MODES}, got {self.resume!r}")
         root = snapshot_root(self.snapshot_root)
@@ -228,7 +229,7 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
                 "spark.kubernetes.executor.secretKeyRef.ENRICHMENT_API_TOKEN, then "
                 'job_args=["--token-env", "ENRICHMENT_API_TOKEN"]), or YARN credentials'
             )
-        self.env_vars[TOKEN_ENV] = token
+        self.env_vars = {**(self.env_vars or {}), TOKEN_ENV: token}
         return ["--token-env", TOKEN_ENV]
 
     def _get_hook(self) -> SparkSubmitHook:

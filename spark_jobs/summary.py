@@ -69,7 +69,7 @@ def build_summary(
             "enriched": sum(p.committed_rows for p in partitions),
             "dead_letters": sum(p.dead_letter_rows for p in partitions),
         }
-    summary = {
+    summary: dict[str, Any] = {
         "run_id": run_id,
         "records_in": records_in,
         "enriched": counts["enriched"],

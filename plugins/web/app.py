@@ -22,7 +22,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import quote, urlencode, urlsplit
 
 from airflow.api_fastapi.app import get_auth_manager
@@ -41,6 +41,9 @@ from spark_jobs.snapshots.resume import NamespaceProgress
 from spark_jobs.summary import cost_report, job_watermark
 
 logger = logging.getLogger(__name__)
+
+#: Airflow's ``ResourceMethod`` (declared for type checkers only).
+Method = Literal["GET", "POST", "PUT", "DELETE"]
 
 SNAPSHOT_ROOT_VARIABLE = "enrichment_snapshot_root"
 DISCARD_EVENT = "enrichment_snapshots_discard"
@@ -121,7 +124,7 @@ def _refuse_cross_site(request: Request) -> None:
         raise HTTPException(status.HTTP_403_FORBIDDEN, "Cross-site request refused")
 
 
-def authorized_dag_ids(user: BaseUser, dag_ids: Iterable[str], method: str) -> set[str]:
+def authorized_dag_ids(user: BaseUser, dag_ids: Iterable[str], method: Method) -> set[str]:
     """The subset of ``dag_ids`` the auth manager allows ``method`` on for ``user``.
 
     Asks per DAG id with the DAG's team (the same question ``requires_access_dag`` asks).
@@ -152,7 +155,7 @@ def authorized_dag_ids(user: BaseUser, dag_ids: Iterable[str], method: str) -> s
 # --- JSON shape -----------------------------------------------------------------------
 
 
-def _require(user: BaseUser, dag_id: str, method: str) -> None:
+def _require(user: BaseUser, dag_id: str, method: Method) -> None:
     """403 unless ``user`` may ``method`` the DAG (``requires_access_dag`` lets anyone with
     access to all DAGs through for a DAG the metadata database does not know)."""
     if dag_id not in authorized_dag_ids(user, {dag_id}, method):

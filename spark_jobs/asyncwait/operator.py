@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Iterable
 from time import perf_counter
 from typing import Any, Literal
 
@@ -93,7 +93,7 @@ class AsyncWaitOperator:
         self,
         source: Iterable[Any] | AsyncIterable[Any],
         restored: OperatorSnapshot | None = None,
-    ) -> AsyncIterator[OperatorOutput]:
+    ) -> AsyncGenerator[OperatorOutput, None]:
         """Process ``restored`` entries first, then ``source``; end with ``Watermark(MAX)``.
 
         ``source`` must start where the snapshot's ``consumed`` offset left off (the caller
@@ -152,7 +152,7 @@ class AsyncWaitOperator:
             return False
         entry.enqueued_at = perf_counter()
         if not entry.done:
-            assert type(entry) is RecordEntry
+            assert type(entry) is RecordEntry and self._loop is not None
             self._in_flight[entry] = self._loop.create_task(self._process(entry))
             self.metrics.in_flight = len(self._in_flight)
         return True
@@ -162,7 +162,9 @@ class AsyncWaitOperator:
             metrics = self.metrics
             metrics.emitted += 1
             metrics.latencies.append(perf_counter() - entry.enqueued_at)
-        return entry.outcome  # type: ignore[return-value]
+        outcome = entry.outcome
+        assert outcome is not None  # the queues let only complete entries out
+        return outcome
 
     def _complete(self, entry: RecordEntry, outcome: Result | Failure) -> None:
         entry.complete(outcome)

@@ -74,7 +74,7 @@ class UnsupportedEncoding(Exception):
 async def send(
     session: aiohttp.ClientSession,
     method: str,
-    url: object,
+    url: str | URL,
     body: str | None,
     limits: AttemptLimits,
 ) -> Reply:

@@ -18,8 +18,6 @@ from typing import Generic, TypeVar
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
-_MISSING = object()
-
 #: Sends one batch: distinct keys in arrival order -> each key's value or exception.
 SendBatch = Callable[[list[K]], Awaitable[Mapping[K, V | BaseException]]]
 
@@ -83,9 +81,11 @@ class Batcher(Generic[K, V]):
                         waiter.set_exception(error)
             return
         for key, waiters in batch.items():
-            outcome = outcomes.get(key, _MISSING)
-            if outcome is _MISSING:
-                outcome = BatchAnswerMissing(f"the batch call returned nothing for {key!r}")
+            outcome = (
+                outcomes[key]
+                if key in outcomes
+                else BatchAnswerMissing(f"the batch call returned nothing for {key!r}")
+            )
             for waiter in waiters:
                 if waiter.done():
                     continue  # its caller gave up (timeout): nothing to deliver

@@ -141,8 +141,11 @@ CONVERTERS: dict[str, Callable[[Any], Any]] = {
 }
 
 
+_JSON_KINDS: dict[type, str] = {dict: "object", list: "array"}
+
+
 def _json_kind(value: Any) -> str:
-    return {dict: "object", list: "array"}.get(type(value), type(value).__name__)
+    return _JSON_KINDS.get(type(value), type(value).__name__)
 
 
 def _describe(value: Any) -> str:

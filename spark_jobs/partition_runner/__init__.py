@@ -29,6 +29,7 @@ The parts, one job each (``runner.py`` wires them for one attempt):
 
 from .epoch import ATTEMPTS_COLUMN, ERROR_COLUMN
 from .outage import ApiOutageError
-from .runner import PartitionRunner, PartitionTask
+from .runner import PartitionRunner
+from .task import PartitionTask
 
 __all__ = ["ATTEMPTS_COLUMN", "ERROR_COLUMN", "ApiOutageError", "PartitionRunner", "PartitionTask"]

@@ -33,7 +33,9 @@ class Epoch:
         return sum(b.num_rows for b in (*self.results, *self.dead_letters))
 
 
-def output_row(row: dict[str, Any], output: Result | Failure, fields: Iterable[str]) -> dict:
+def output_row(
+    row: dict[str, Any], output: Result | Failure, fields: Iterable[str]
+) -> dict[str, Any]:
     """The input ``row`` turned into its output: enrichment ``fields`` (or ``_error``)."""
     for helper in HELPER_COLUMNS:
         row.pop(helper, None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import aclosing
 from typing import Any
 
@@ -79,7 +79,7 @@ class PartitionRunner:
 
     async def run_async(
         self, batches: Iterable[pa.RecordBatch], task: PartitionTask
-    ) -> AsyncIterator[pa.RecordBatch]:
+    ) -> AsyncGenerator[pa.RecordBatch, None]:
         await asyncio.to_thread(self.check_lease)
         manifest = await asyncio.to_thread(self.snapshots.latest)
         if manifest is not None and manifest.job_fingerprint != task.fingerprint:
@@ -193,7 +193,7 @@ class _Attempt:
 
     async def _batches(
         self, outputs: AsyncIterator[OperatorOutput]
-    ) -> AsyncIterator[pa.RecordBatch]:
+    ) -> AsyncGenerator[pa.RecordBatch, None]:
         """Output batches for Spark, cutting a snapshot whenever one is due."""
         async for output in outputs:
             if isinstance(output, Watermark):
@@ -209,7 +209,7 @@ class _Attempt:
                     yield self.buffer.flush()
                 self._cut(final=False)
 
-    def _emit(self, outputs: list[Result | Failure]) -> None:
+    def _emit(self, outputs: Sequence[Result | Failure]) -> None:
         for output in outputs:
             self.buffer.add(self.inputs.pop(output.record), output)
 

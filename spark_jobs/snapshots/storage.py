@@ -100,7 +100,8 @@ def list_entries(fs: AbstractFileSystem, directory: str) -> list[dict[str, Any]]
     """
     fs.invalidate_cache(directory)
     try:
-        return fs.ls(directory, detail=True, refresh=True)
+        entries: list[dict[str, Any]] = fs.ls(directory, detail=True, refresh=True)
+        return entries
     except FileNotFoundError:
         return []
 
