@@ -126,11 +126,9 @@ def _run_holding_lease(
     partitioned = partition_deterministically(frame, spec)
     sizes = partition_sizes(partitioned)
     records_in = sum(sizes.values())
-    identity: dict[str, Any] = {
-        "inputs": input_fingerprint(frame),
-        "enrichment": spec.enrichment_identity(),
-    }
-    job_record = {**identity, "fingerprint": _digest(identity), "records_in": records_in}
+    identity = {"inputs": input_fingerprint(frame), "enrichment": spec.enrichment_identity()}
+    job_record: dict[str, Any] = {**identity, "fingerprint": _digest(identity)}
+    job_record["records_in"] = records_in
     decision = decide(store, key, job_record, spec.resume, records_in)
     logger.info("%s (%s)", decision.message, store.namespace_path(key))
     if decision.completed is not None:

@@ -22,7 +22,8 @@ Usage::
     # first snapshot: part.commit(Manifest(job_fingerprint=..., partition=3, epoch=0, ...))
 
     store.list_namespaces(); store.namespace_progress(key)
-    store.clean_unreferenced(key); store.discard(key); delete_after_success(store, key)
+    store.clean_unreferenced(key); store.discard(key)
+    store.mark_completed(key, record)      # after success: a completion record replaces them
 
 Layout::
 
@@ -45,7 +46,7 @@ from .lease import Heartbeat, LeaseError, NamespaceLease
 from .manifest import FORMAT_VERSION, Manifest, ManifestError, NewerFormatError, SegmentRef
 from .partition import DEFAULT_GRACE, PartitionSnapshots
 from .paths import NamespaceKey
-from .retention import NamespaceInfo, PartitionProgress, delete_after_success
+from .progress import NamespaceInfo, PartitionProgress
 from .store import SnapshotStore
 
 __all__ = [
@@ -63,5 +64,4 @@ __all__ = [
     "PartitionSnapshots",
     "SegmentRef",
     "SnapshotStore",
-    "delete_after_success",
 ]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .paths import NamespaceKey
-from .retention import PartitionProgress
+from .progress import PartitionProgress
 from .store import SnapshotStore
 
 

@@ -24,7 +24,7 @@ from .paths import (
     decode_component,
     partition_dir_name,
 )
-from .retention import NamespaceInfo, PartitionProgress
+from .progress import NamespaceInfo, PartitionProgress
 from .storage import list_entries, write_atomically
 
 logger = logging.getLogger(__name__)

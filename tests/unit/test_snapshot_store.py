@@ -24,10 +24,10 @@ from hypothesis import strategies as st
 from spark_jobs.snapshots import (
     Manifest,
     ManifestError,
+    NamespaceInfo,
     NamespaceKey,
     PartitionSnapshots,
     SnapshotStore,
-    delete_after_success,
 )
 
 FP = "job-fingerprint-1"
@@ -428,7 +428,7 @@ def test_interval_encoding_never_collides(store: SnapshotStore) -> None:
     assert listed == {colon: 1, underscore: 2}
 
 
-def test_list_namespaces_discard_and_delete_after_success(
+def test_list_namespaces_discard_and_mark_completed(
     store: SnapshotStore, tmp_path: Path
 ) -> None:
     other = NamespaceKey("enrich_dag", "enrich.partitions", "2026-11-21T00:00:00+00:00")
@@ -450,9 +450,11 @@ def test_list_namespaces_discard_and_delete_after_success(
 
     assert store.discard(other) is True
     assert store.discard(other) is False
-    assert delete_after_success(store, KEY) is True
-    assert delete_after_success(store, KEY) is False
-    assert store.list_namespaces() == []
+    # After success the job replaces the snapshots by a completion record (enrich_job).
+    store.mark_completed(KEY, {"fingerprint": FP})
+    assert store.list_namespaces() == [NamespaceInfo(KEY, ())]
+    assert store.read_completed(KEY) == {"fingerprint": FP}
+    assert store.partitions(KEY) == []
 
 
 def test_store_level_cleanup_covers_all_partitions(store: SnapshotStore) -> None:

@@ -1,24 +1,18 @@
-"""Admin views of stored snapshots and the post-success cleanup helper.
+"""Progress of stored snapshots, as the store, the resume decision and the admin views see it.
 
-Snapshots exist only to resume a failed task run; once the run succeeded they are dead
-weight, and namespaces of runs that were abandoned must be findable to be discarded.
+Plain data read from manifests: it knows nothing of the store that found them, so the
+store can return it without an import cycle.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .manifest import Manifest
 from .paths import NamespaceKey
-
-if TYPE_CHECKING:
-    from .store import SnapshotStore
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -68,24 +62,3 @@ class NamespaceInfo:
 
     key: NamespaceKey
     partitions: tuple[PartitionProgress, ...]
-
-
-def delete_after_success(store: SnapshotStore, key: NamespaceKey) -> bool:
-    """Discard a task run's snapshots once the run succeeded and its output is durable.
-
-    Call it only after the output commit (e.g. from the Airflow task after spark-submit
-    returned 0): before that, the snapshots are the only way to resume.  Idempotent, so
-    a retried success callback is harmless.  Returns whether anything was deleted.
-    """
-    progress = store.namespace_progress(key)
-    deleted = store.discard(key)
-    if deleted:
-        logger.info(
-            "discarded snapshots of %s/%s/%s after success (%d partitions, %d result rows)",
-            key.dag_id,
-            key.task_id,
-            key.interval_start,
-            len(progress),
-            sum(p.committed_rows for p in progress),
-        )
-    return deleted
