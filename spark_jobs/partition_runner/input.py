@@ -30,18 +30,26 @@ def indexed_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[IndexedRow]:
             index += 1
 
 
-def with_watermarks(rows: Iterator[IndexedRow], spec: JobSpec) -> Iterator[Element]:
-    """Rows, and with an event-time column a watermark every ``watermark_every`` rows.
+def watermark_generator(spec: JobSpec) -> BoundedOutOfOrdernessGenerator | None:
+    """The job's watermarks: with an event-time column, one every ``watermark_every`` rows."""
+    if not spec.event_time_column:
+        return None
+    return BoundedOutOfOrdernessGenerator(
+        int(spec.max_out_of_orderness * 1000), every=spec.watermark_every
+    )
+
+
+def with_watermarks(
+    rows: Iterator[IndexedRow], generator: BoundedOutOfOrdernessGenerator | None
+) -> Iterator[Element]:
+    """Rows, with the watermarks ``generator`` makes of their event times (``EVENT_MS``).
 
     Deterministic in the rows, so a resumed run rebuilds the same element sequence and
     the operator's offset means the same position in it.
     """
-    if not spec.event_time_column:
+    if generator is None:
         yield from rows
         return
-    generator = BoundedOutOfOrdernessGenerator(
-        int(spec.max_out_of_orderness * 1000), every=spec.watermark_every
-    )
     for element in rows:
         # Read before yielding: once emitted, the row dict becomes the output row and
         # loses its helper columns, which would make the sequence depend on timing.

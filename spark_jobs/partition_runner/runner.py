@@ -28,7 +28,14 @@ from spark_jobs.snapshots import LeaseError, Manifest, PartitionSnapshots
 from .budget import BudgetStop
 from .committer import Cut, CutPolicy, SnapshotCommitter
 from .epoch import EpochBuffer
-from .input import Element, IndexedRow, InputRows, indexed_rows, with_watermarks
+from .input import (
+    Element,
+    IndexedRow,
+    InputRows,
+    indexed_rows,
+    watermark_generator,
+    with_watermarks,
+)
 from .outage import ApiOutageError, OutageDetector, retry_transient
 from .replay import pending_outcomes, replay
 from .stats import RunStats
@@ -131,7 +138,7 @@ class _Attempt:
         )
 
     async def enrich(self, rows: Iterator[IndexedRow]) -> AsyncIterator[pa.RecordBatch]:
-        elements = with_watermarks(rows, self.runner.spec)
+        elements = with_watermarks(rows, watermark_generator(self.runner.spec))
         restored = OperatorSnapshot.empty()
         if self.resumed is not None:
             restored = OperatorSnapshot(list(self.resumed.pending), self.resumed.input_offset)
