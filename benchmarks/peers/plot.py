@@ -53,7 +53,9 @@ def main(argv: list[str]) -> int:
         bound = [c * PARTITIONS / (delay / 1000) for c in capacities]
         axis.plot(capacities, bound, "k--", label="Little's law: capacity x 2 / delay")
         for engine, label in LABELS.items():
-            points = sorted((c["capacity"], c["records_per_s"]) for c in cells if c["engine"] == engine)
+            points = sorted(
+                (c["capacity"], c["records_per_s"]) for c in cells if c["engine"] == engine
+            )
             if points:
                 axis.plot(*zip(*points, strict=True), marker="o", label=label)
         records = sorted({c["records"] for c in cells})

@@ -3,9 +3,10 @@
 ``.venv-bench/bin/python -m benchmarks.peers.ray_peer --url U --capacity C --input I
 --output O [--checkpoint-dir D]`` runs in the benchmark environment (Ray is not one of the
 project's dependencies). A local Ray with 2 CPUs, an actor pool of 2 (as Spark's 2
-partitions, half a CPU each), each actor with one aiohttp session and a semaphore of ``C`` shared by the
-batches it runs at once (Ray runs several batches of an async UDF concurrently). The same
-Parquet input, the same three fields, written with ``write_parquet``.
+partitions, half a CPU each), each actor with one aiohttp session and a semaphore of
+``C`` shared by the batches it runs at once (Ray runs several batches of an async UDF
+concurrently). The same Parquet input, the same three fields, written with
+``write_parquet``.
 
 ``--checkpoint-dir`` turns on Ray Data's own checkpointing
 (``DataContext.checkpoint_config``, keyed on ``id``): a rerun skips the rows whose
@@ -52,9 +53,11 @@ class Enrich:
         keys = batch.column("id").to_pylist()
         answers = await asyncio.gather(*(self._one(k) for k in keys))
         names, cities, scores = zip(*answers, strict=True)
-        return batch.append_column("name", pa.array(names)).append_column(
-            "city", pa.array(cities)
-        ).append_column("score", pa.array(scores, pa.float64()))
+        return (
+            batch.append_column("name", pa.array(names))
+            .append_column("city", pa.array(cities))
+            .append_column("score", pa.array(scores, pa.float64()))
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -87,8 +87,15 @@ class Api:
         self.url = f"http://127.0.0.1:{free_port()}"
         port = self.url.rsplit(":", 1)[1]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.peers.server", "--port", port,
-             "--delay-ms", str(delay_ms)],
+            [
+                sys.executable,
+                "-m",
+                "benchmarks.peers.server",
+                "--port",
+                port,
+                "--delay-ms",
+                str(delay_ms),
+            ],
             cwd=REPO,
         )
         deadline = time.monotonic() + 20
@@ -139,7 +146,9 @@ def write_input(directory: Path, records: int) -> Path:
 # -- one cell ---------------------------------------------------------------------------------
 
 
-def command(engine: str, url: str, capacity: int, data: Path, work: Path, records: int) -> list[str]:
+def command(
+    engine: str, url: str, capacity: int, data: Path, work: Path, records: int
+) -> list[str]:
     if engine.startswith("job_"):
         interval = engine.removeprefix("job_").removesuffix("s")
         fields = [arg for f in JOB_FIELDS for arg in ("--response-field", f)]
@@ -154,7 +163,14 @@ def command(engine: str, url: str, capacity: int, data: Path, work: Path, record
     common = ["--url", url, "--capacity", str(capacity), "--input", str(data)]
     common += ["--output", str(work / "out")]
     if engine == "ray_data":
-        return [bench_python(), "-m", "benchmarks.peers.ray_peer", *common, "--records", str(records)]
+        return [
+            bench_python(),
+            "-m",
+            "benchmarks.peers.ray_peer",
+            *common,
+            "--records",
+            str(records),
+        ]
     return [sys.executable, "-m", "benchmarks.peers.spark_peers", "--engine", engine, *common]
 
 
@@ -177,7 +193,9 @@ def run_cell(
     wall = time.monotonic() - started
     if code:
         tail = log.read_text(errors="replace")[-2000:]
-        raise RuntimeError(f"{engine} (delay {delay_ms} ms, capacity {capacity}) exit {code}:\n{tail}")
+        raise RuntimeError(
+            f"{engine} (delay {delay_ms} ms, capacity {capacity}) exit {code}:\n{tail}"
+        )
     stats = server.stats()
     served = (stats["last"] - stats["first"]) if stats["requests"] else float("nan")
     return {
@@ -237,13 +255,16 @@ def run(results: Path = RESULTS) -> list[dict[str, Any]]:
 
 def save(cells: list[dict[str, Any]], results: Path) -> None:
     """Merge into ``results``: a cell replaces an earlier one with the same key."""
+
     def key(c: dict[str, Any]) -> tuple[Any, ...]:
         return c["engine"], c["delay_ms"], c["capacity"], c["records"]
 
     kept = json.loads(results.read_text()) if results.exists() else []
     new = {key(c) for c in cells}
     merged = [c for c in kept if key(c) not in new] + cells
-    merged.sort(key=lambda c: (c["delay_ms"], c["records"], c["capacity"], ENGINES.index(c["engine"])))
+    merged.sort(
+        key=lambda c: (c["delay_ms"], c["records"], c["capacity"], ENGINES.index(c["engine"]))
+    )
     results.parent.mkdir(parents=True, exist_ok=True)
     results.write_text(json.dumps(merged, indent=1) + "\n")
 
