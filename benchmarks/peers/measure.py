@@ -59,8 +59,10 @@ class TreeSampler:
         return self
 
     def stop(self) -> None:
+        """Idempotent: the last sample stays."""
         self._stop.set()
-        self._thread.join()
+        if self._thread.is_alive():
+            self._thread.join()
 
     def _loop(self) -> None:
         while not self._stop.is_set():
