@@ -210,7 +210,7 @@ def run_cell(
         "requests": stats["requests"],
         "cpu_s_per_1k_all_processes": round(sampler.all_cpu_s() / records * 1000, 4),
         "littles_law_bound_per_s": round(capacity * PARTITIONS / (delay_ms / 1000), 1),
-        "load_1m_before": round(os.getloadavg()[0], 2),
+        "load_1m_after": round(os.getloadavg()[0], 2),
     }
 
 
