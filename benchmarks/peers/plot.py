@@ -15,10 +15,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
-RESULTS = REPO / "benchmarks" / "results" / "peers.json"
+from benchmarks.peers.run import PARTITIONS, REPO, RESULTS
+
 PNG = REPO / "docs" / "peers.png"
-PARTITIONS = 2
 LABELS = {
     "job_10s": "this job, snapshots every 10 s",
     "job_1s": "this job, snapshots every 1 s",

@@ -33,13 +33,18 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.peers.measure import TreeSampler
-from benchmarks.peers.run import PARTITIONS, REPO, Api, api, command, ray_missing, write_input
+from benchmarks.peers.run import (
+    PARTITIONS,
+    REPO,
+    Api,
+    api,
+    command,
+    ray_missing,
+    setting,
+    write_input,
+)
 
 RESULTS = REPO / "benchmarks" / "results" / "resume.json"
-
-
-def setting(name: str, default: str) -> str:
-    return os.environ.get(name, default)
 
 
 def engine_command(engine: str, url: str, capacity: int, data: Path, work: Path) -> list[str]:
