@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 COMPOSE ?= docker compose
 
-.PHONY: install test test-unit test-under-load chaos lint dist demo bench bench-operator bench-http bench-reliability constraints up down clean
+.PHONY: install test test-unit test-under-load chaos lint dist demo bench bench-operator bench-http bench-reliability bench-venv bench-peers bench-resume constraints up down clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -74,6 +74,33 @@ bench-http: $(STAMP)
 # The Spark job against the demo API with one fault class at a time (README "Reliability").
 bench-reliability: $(STAMP)
 	$(PY) -m benchmarks.reliability
+
+# The benchmark-only environment: Ray Data (a peer), matplotlib (plots), py-spy (profiles).
+# Never part of requirements.txt; when it cannot be built the Ray cells are skipped.
+BENCH_VENV := .venv-bench
+BENCH_STAMP := $(BENCH_VENV)/.installed
+$(BENCH_STAMP): benchmarks/requirements-ray.txt
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install --quiet --upgrade pip wheel
+	$(BENCH_VENV)/bin/pip install --quiet -r benchmarks/requirements-ray.txt
+	touch $(BENCH_STAMP)
+
+bench-venv: $(BENCH_STAMP)
+
+# This job beside what users would write instead, on the same Spark, input and API (README
+# "Against the peers"). Sizes: BENCH_RECORDS, BENCH_SLOW_SECONDS, BENCH_ENGINES,
+# BENCH_DELAYS, BENCH_CAPACITIES (benchmarks/peers/run.py).
+bench-peers: $(STAMP)
+	-$(MAKE) --no-print-directory bench-venv
+	$(PY) -m benchmarks.peers.run
+	@if [ -x $(BENCH_VENV)/bin/python ] && $(BENCH_VENV)/bin/python -c "import matplotlib" 2>/dev/null; \
+	then $(BENCH_VENV)/bin/python -m benchmarks.peers.plot; \
+	else echo "plot: skipped: no matplotlib in $(BENCH_VENV)"; fi
+
+# Kill at 50 % and resume: this job's snapshots against Ray Data's checkpointing.
+bench-resume: $(STAMP)
+	-$(MAKE) --no-print-directory bench-venv
+	$(PY) -m benchmarks.peers.resume
 
 # Re-resolve the full pinned set after changing requirements.txt (Airflow's convention).
 constraints: $(PY)

@@ -42,18 +42,24 @@ class InvalidRowError(PermanentError):
 
 
 def row_problem(row: Mapping[str, Any], spec: JobSpec) -> str | None:
-    """Why this row cannot be enriched, naming the file and field; None if it can."""
-    where = f"in {row.get(SOURCE_FILE) or 'the input'}"
+    """Why this row cannot be enriched, naming the file and field; None if it can.
+
+    Runs for every row: the message (and the file it names) is built only for a bad one.
+    """
     corrupt = row.get(CORRUPT_RECORD)
     if corrupt is not None:
-        return f"malformed {spec.input_format} record {where}: {str(corrupt)[:200]!r}"
+        return f"malformed {spec.input_format} record {_where(row)}: {str(corrupt)[:200]!r}"
     if row.get(spec.key_column) is None:
-        return f"key column {spec.key_column!r} is null {where}"
+        return f"key column {spec.key_column!r} is null {_where(row)}"
     event_column = spec.event_time_column
     if event_column and row.get(EVENT_MS) is None:
         value = row.get(event_column)
-        return f"event time column {event_column!r} {where}: {value!r} is not a timestamp"
+        return f"event time column {event_column!r} {_where(row)}: {value!r} is not a timestamp"
     return None
+
+
+def _where(row: Mapping[str, Any]) -> str:
+    return f"in {row.get(SOURCE_FILE) or 'the input'}"
 
 
 @dataclass
