@@ -11,7 +11,7 @@ Typical use inside a Spark task::
             ...
 """
 
-from .config import HttpEnricherConfig, ResponseField
+from .config import HttpEnricherConfig
 from .errors import (
     BudgetExhausted,
     ClientStatusError,
@@ -30,6 +30,7 @@ from .errors import (
     parse_retry_after,
 )
 from .http import HttpEnricher
+from .response_field import ResponseField
 from .secrets import Secret, SecretError, read_token
 from .user_function import UserFunctionError, load_user_function, open_user_function
 

@@ -11,6 +11,7 @@ from aiohttp import web
 from demo.api import customer_record
 from spark_jobs.asyncwait import AsyncWaitOperator, Failure, Result
 from spark_jobs.enrichers import HttpEnricher, HttpEnricherConfig, default_retry_strategy
+from spark_jobs.enrichers.batch_config import BatchConfig
 
 from .http_support import demo, server_stats
 
@@ -25,7 +26,7 @@ def batch_config(base_url: str, **overrides: Any) -> HttpEnricherConfig:
         "key_field": "customer_id",
         "response_fields": FIELDS,
     }
-    return HttpEnricherConfig(**{**settings, **overrides})
+    return HttpEnricherConfig.from_dict({**settings, **overrides})
 
 
 async def run_operator(enrich: HttpEnricher, records: list, **kwargs: Any) -> list:
@@ -113,12 +114,14 @@ async def test_a_custom_batch_shape_with_results_in_any_order():
     try:
         await web.TCPSite(runner, "127.0.0.1", 0).start()
         config = HttpEnricherConfig(
-            batch_url_template=f"http://127.0.0.1:{runner.addresses[0][1]}/lookup",
-            batch_size=4,
+            batch=BatchConfig(
+                size=4,
+                url_template=f"http://127.0.0.1:{runner.addresses[0][1]}/lookup",
+                request_key="keys",
+                results_path="$.data.items",
+                result_id_field="key",
+            ),
             key_field="n",
-            batch_request_key="keys",
-            batch_results_path="$.data.items",
-            batch_result_id_field="key",
             response_fields={"label": "$.label"},
         )
         async with HttpEnricher(config) as enrich:

@@ -11,7 +11,7 @@ URL = "https://api.example.com/customers/{customer_id}"
 
 def config(**overrides):
     fields = {"url_template": URL, "response_fields": {"city": "$.address.city"}}
-    return HttpEnricherConfig(**{**fields, **overrides})
+    return HttpEnricherConfig.from_dict({**fields, **overrides})
 
 
 def test_defaults_and_response_field_shapes():
@@ -88,7 +88,8 @@ def test_batch_settings_are_checked():
         "key_field": "customer_id",
     }
     cfg = config(**batch)
-    assert cfg.batch_size == 10 and cfg.batch_request_key == "ids"
+    assert cfg.batch is not None
+    assert cfg.batch.size == 10 and cfg.batch.request_key == "ids"
     with pytest.raises(ValueError, match="key_field"):
         config(**{**batch, "key_field": None})
     with pytest.raises(ValueError, match="batch_url_template"):
@@ -172,3 +173,67 @@ def test_record_fields_lists_what_the_templates_need():
         key_field="customer_id",
     )
     assert batch.record_fields() == ["customer_id"]
+
+
+def test_fingerprints_of_configs_written_before_batch_nesting_are_unchanged():
+    """Hashes computed by the code before ``BatchConfig`` and the field markers (commit
+    0300f7e): snapshots written then must still resume."""
+    single = HttpEnricherConfig.from_dict(
+        {
+            "url_template": "http://h/c/{id}",
+            "response_fields": {"n": "$.n", "s": ["$.s", "float"]},
+            "key_field": "id",
+            "headers": {"X-A": "b"},
+            "method": "POST",
+            "body_template": {"q": "{id}"},
+        }
+    )
+    batch = HttpEnricherConfig.from_dict(
+        {
+            "response_fields": {"n": "$.n"},
+            "key_field": "id",
+            "batch_size": 5,
+            "batch_url_template": "https://h/batch",
+            "batch_request_key": "keys",
+            "batch_error_field": None,
+        }
+    )
+    assert (
+        single.fingerprint() == "346e0aaaa7bf56e60e519830423f789d49b740f139a0fab83e50a8e320b3a6d4"
+    )
+    assert batch.fingerprint() == "cac919e5b09dd033fdd5ed0e5b8d1aa0cfed419a17e3bae61e133cc6aab62e00"
+    nested = HttpEnricherConfig.from_dict(
+        {**batch.to_dict(), "batch": {**batch.to_dict()["batch"]}}
+    )
+    assert nested == batch and nested.fingerprint() == batch.fingerprint()
+
+
+def test_batch_settings_nested_or_flat_but_not_both():
+    flat = {"batch_size": 5, "batch_url_template": "https://h/batch"}
+    with pytest.raises(ValueError, match="nested or as batch_\\* keys, not both"):
+        config(
+            url_template=None,
+            key_field="k",
+            batch={"size": 5, "url_template": "https://h/b"},
+            **flat,
+        )
+    with pytest.raises(ValueError, match="unknown batch settings: sise"):
+        config(url_template=None, key_field="k", batch={"sise": 5, "url_template": "https://h/b"})
+
+
+def test_the_fingerprint_covers_exactly_the_marked_fields():
+    """Changing a field changes the fingerprint iff the field is marked ``fingerprint``."""
+    import dataclasses
+
+    marked = {
+        f.name for f in dataclasses.fields(HttpEnricherConfig) if f.metadata.get("fingerprint")
+    }
+    assert marked == {
+        "url_template", "response_fields", "method", "body_template", "headers",
+        "not_found", "key_field", "batch",
+    }  # fmt: skip
+    base = config(method="PUT")
+    assert config(method="PUT", key_field="customer_id").fingerprint() != base.fingerprint()
+    assert config(method="PUT", headers={"X-V": "2"}).fingerprint() != base.fingerprint()
+    assert config(method="PUT", coalesce=False).fingerprint() == base.fingerprint()
+    assert config(method="PUT", hedge_after="p90").fingerprint() == base.fingerprint()

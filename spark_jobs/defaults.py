@@ -1,0 +1,36 @@
+"""The job's choices and the defaults that more than one place states, written down once.
+
+The command line (``job_cli``), the spec (``JobSpec``), the HTTP enricher's config, the
+Airflow operator and the DAG's params read them here, so a default cannot drift between
+a ``--help`` text, a field and a trigger form. Standard library only: the DAG file
+imports it at every parse, where Spark and aiohttp must not load.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+ResumeMode = Literal["auto", "never", "require"]
+"""``auto`` resumes when a valid snapshot exists, ``never`` starts fresh, ``require``
+fails unless there is one to resume from."""
+Mode = Literal["ordered", "unordered"]
+"""The async wait operator's output order: input order, or completion order."""
+InputFormat = Literal["jsonl", "parquet", "csv"]
+
+RESUME_MODES: tuple[ResumeMode, ...] = get_args(ResumeMode)
+MODES: tuple[Mode, ...] = get_args(Mode)
+INPUT_FORMATS: tuple[InputFormat, ...] = get_args(InputFormat)
+
+RESUME: ResumeMode = "auto"
+MODE: Mode = "unordered"
+INPUT_FORMAT: InputFormat = "jsonl"
+PARTITIONS = 8
+"""Fixed: a resumed partition must see the same rows in the same order."""
+CAPACITY = 100
+"""Requests in flight per partition (also the connection pool's per-host limit)."""
+SNAPSHOT_INTERVAL_S = 10.0
+CACHE_TTL = "1d"
+MAX_RESPONSE_BYTES = 10 * 2**20
+
+SNAPSHOT_ROOT_VARIABLE = "enrichment_snapshot_root"
+"""The Airflow Variable naming the snapshot root, for the operators and the web view."""

@@ -1,0 +1,204 @@
+"""One HTTP request of the enricher: within the concurrency and rate limits and the
+request budget, under the attempt's own deadlines (``attempt.py``), hedged when
+configured (``hedging.py``), its status or failure mapped to an error the retry
+predicate understands. Counts what it sends; never names a secret."""
+
+from __future__ import annotations
+
+import logging
+import time
+import zlib
+from collections import Counter
+from collections.abc import Awaitable
+
+import aiohttp
+
+from spark_jobs.asyncwait import untimed
+
+from .attempt import AttemptLimits, AttemptTimeout, BodyTooLarge, Reply, UnsupportedEncoding, send
+from .config import HttpEnricherConfig
+from .errors import (
+    RETRYABLE_4XX,
+    BudgetExhausted,
+    ClientStatusError,
+    EnrichmentError,
+    InvalidResponseError,
+    PermanentError,
+    ResponseTooLargeError,
+    RetryableError,
+    ServerError,
+    ThrottledError,
+    TransportError,
+    parse_retry_after,
+    snippet,
+)
+from .hedging import HedgeDelay, race
+from .rate_limit import AdaptiveConcurrency, TokenBucket
+from .secrets import Secret
+
+logger = logging.getLogger(__name__)
+
+
+class RequestSender:
+    """Sends the requests of one enricher; ``session`` and ``secrets`` are set while it
+    is open (``HttpEnricher.__aenter__``)."""
+
+    def __init__(self, config: HttpEnricherConfig, request_budget: int | None) -> None:
+        self.config = config
+        self.session: aiohttp.ClientSession | None = None
+        self.secrets: list[Secret] = []
+        self._budget = request_budget
+        rate = config.rate_per_partition
+        self._bucket = TokenBucket(rate) if rate is not None else None
+        self.limiter = AdaptiveConcurrency(
+            config.capacity, config.throttle_window, config.throttle_share
+        )
+        self._limits = AttemptLimits(
+            first_byte=config.first_byte_timeout,
+            stall=config.read_timeout,
+            total=config.total_timeout,
+            max_bytes=config.max_response_bytes,
+        )
+        self._hedge: HedgeDelay | None = None
+        if config.hedge_after is not None:
+            self._hedge = HedgeDelay(
+                fixed_s=config.hedge_delay_s, percentile=config.hedge_percentile
+            )
+        self._auth_warned = False
+        self.requests_made = 0
+        self.responses_by_status: Counter[int] = Counter()
+        self.retryable_errors = 0
+        self.throttled = 0
+        self.hedges_sent = 0
+
+    async def request(
+        self, method: str, url: str, body: str | None, *, allow_404: bool
+    ) -> tuple[int, bytes]:
+        """One call's answer as (status, body), hedged when configured; or an error."""
+        hedge = self._hedge
+        delay = hedge.current() if hedge is not None else None
+        if delay is None:
+            return await self._send(method, url, body, allow_404=allow_404)
+        return await race(
+            lambda: self._send(method, url, body, allow_404=allow_404),
+            lambda: self._send_hedge(method, url, body, allow_404=allow_404),
+            delay,
+        )
+
+    def redact(self, text: str) -> str:
+        for secret in self.secrets:
+            text = secret.redact(text)
+        return text
+
+    def _send_hedge(
+        self, method: str, url: str, body: str | None, *, allow_404: bool
+    ) -> Awaitable[tuple[int, bytes]] | None:
+        """The hedged request, if a concurrency slot is free right now (never waits) and
+        the request budget has room for it."""
+        if self._budget is not None and self.requests_made >= self._budget:
+            return None
+        ticket = self.limiter.try_acquire()
+        if ticket is None:
+            return None
+        self.hedges_sent += 1
+        return self._send(method, url, body, allow_404=allow_404, ticket=ticket)
+
+    async def _send(
+        self,
+        method: str,
+        url: str,
+        body: str | None,
+        *,
+        allow_404: bool,
+        ticket: int | None = None,
+    ) -> tuple[int, bytes]:
+        """Send once, within the concurrency and rate limits; (status, body) or an error.
+
+        Waiting for a slot or a rate token is ``untimed``: other records' stalled or
+        throttled requests hold those, so the wait must not eat this record's timeout.
+        """
+        session = self.session
+        if session is None:
+            raise RuntimeError("use the enricher inside 'async with HttpEnricher(...)'")
+        limiter = self.limiter
+        if ticket is None:
+            ticket = limiter.try_acquire()
+            if ticket is None:
+                async with untimed():
+                    ticket = await limiter.acquire()
+        success = throttled = False
+        try:
+            if self._bucket is not None:
+                async with untimed():
+                    await self._bucket.acquire()
+            if self._budget is not None and self.requests_made >= self._budget:
+                raise BudgetExhausted(f"request budget of {self._budget} spent")
+            self.requests_made += 1
+            started = time.monotonic()
+            reply = await self._attempt(session, method, url, body)
+            status = reply.status
+            self.responses_by_status[status] += 1
+            if 200 <= status < 300 or (status == 404 and allow_404):
+                success = True
+                if self._hedge is not None:
+                    self._hedge.observe(time.monotonic() - started)
+                return status, reply.payload
+            raise self._status_error(method, url, status, reply)
+        except ThrottledError as error:
+            throttled = error.status == 429
+            raise
+        finally:
+            limiter.release(ticket, success=success, throttled=throttled)
+
+    async def _attempt(
+        self, session: aiohttp.ClientSession, method: str, url: str, body: str | None
+    ) -> Reply:
+        """One attempt; every way it can fail below HTTP becomes an EnrichmentError."""
+        try:
+            return await send(session, method, url, body, self._limits)
+        except BodyTooLarge as exc:
+            raise ResponseTooLargeError(self.redact(f"{method} {url}: body {exc}")) from None
+        except UnsupportedEncoding as exc:
+            raise InvalidResponseError(self.redact(f"{method} {url}: {exc}")) from None
+        except (aiohttp.ClientError, AttemptTimeout, zlib.error) as exc:
+            raise self._transport_error(method, url, exc) from None
+
+    def _status_error(self, method: str, url: str, status: int, reply: Reply) -> EnrichmentError:
+        message = self.redact(f"HTTP {status} from {method} {url}: {snippet(reply.payload)!r}")
+        if status == 429 or status == 503:
+            if status == 429:
+                self.throttled += 1
+            retry_after = parse_retry_after(reply.retry_after)
+            return self._retryable(ThrottledError(message, status=status, retry_after=retry_after))
+        if status >= 500 or status in RETRYABLE_4XX:
+            return self._retryable(ServerError(message, status=status))
+        if status in (401, 403) and not self._auth_warned:
+            self._auth_warned = True  # once: every record would repeat it
+            source = self.config.token_env or self.config.token_file or "no token configured"
+            logger.warning("%s; check the bearer token source (%s)", message, source)
+        return ClientStatusError(message, status=status)
+
+    def _transport_error(self, method: str, url: str, exc: Exception) -> EnrichmentError:
+        """No usable HTTP answer. All of it is transient but a URL aiohttp cannot send:
+        resets, refusals, empty replies, broken status lines or chunks, truncated or
+        corrupt bodies and passed deadlines all have the next attempt as their cure."""
+        if isinstance(exc, AttemptTimeout):
+            reason = str(exc)
+        elif isinstance(exc, aiohttp.ConnectionTimeoutError):
+            reason = "connect timeout"
+        elif isinstance(exc, aiohttp.ClientResponseError):  # from the parser, not a status
+            reason = f"invalid HTTP response: {exc.message}"
+        elif isinstance(exc, zlib.error):
+            reason = f"corrupt compressed body: {exc}"
+        else:
+            reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        message = self.redact(f"{method} {url}: {reason}")
+        if isinstance(exc, aiohttp.InvalidURL):
+            return PermanentError(message)
+        return self._retryable(TransportError(message))
+
+    def _retryable(self, error: RetryableError) -> RetryableError:
+        self.retryable_errors += 1
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("retryable: %s", error)
+        return error
