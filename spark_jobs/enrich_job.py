@@ -24,7 +24,8 @@ from typing import Any
 import pyarrow as pa
 
 from spark_jobs.executor_check import ExecutorEnvironmentError, check_executors
-from spark_jobs.job_spec import JobSpec, SpecError, parse_args
+from spark_jobs.job_cli import parse_args
+from spark_jobs.job_spec import JobSpec, SpecError
 from spark_jobs.progress import ProgressReporter
 from spark_jobs.publish import discard, drop_data, publish, staging_for, write_summary
 from spark_jobs.snapshots import (

@@ -1,26 +1,27 @@
 """The enrichment job's specification: command-line flags and an optional spec file.
 
 A YAML/JSON ``--spec FILE`` holds the same options as the flags (``snake_case`` keys);
-flags given on the command line win. Everything is validated here, before Spark starts,
-and every error names the option at fault. Secrets never travel through the spec: the
-API token is read on the executors from ``token_env`` or ``token_file``.
+flags given on the command line win (``job_cli.py`` reads both). Everything is validated
+here, before Spark starts, and every error names the option at fault. Secrets never
+travel through the spec: the API token is read on the executors from ``token_env`` or
+``token_file``. Defaults shared with the Airflow side come from ``defaults.py``; fields
+marked ``fingerprint`` are what the enrichment computes, so a change of one makes a
+resumed run start fresh.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from spark_jobs import defaults
+from spark_jobs.defaults import INPUT_FORMATS, MODES, RESUME_MODES, InputFormat, Mode, ResumeMode
 from spark_jobs.enrichers import HttpEnricherConfig, ResponseField
-
-INPUT_FORMATS = ("jsonl", "parquet", "csv")
-RESUME_MODES = ("auto", "never", "require")
+from spark_jobs.enrichers.batch_config import nest_flat_options
+from spark_jobs.enrichers.validation import IDENTITY
+from spark_jobs.option_values import SpecError, check, parse_duration, parse_response_field
 
 # Per-attempt deadlines as shares of the record's --timeout, unless set: a record whose
 # first attempt stalls is cut off after a tenth of its budget and keeps most of it for
@@ -36,51 +37,42 @@ ATTEMPT_DEADLINE_SHARES = {
 # finished behind a slow one (ordered mode, a Retry-After, a stall) keep waiting for their
 # turn while new requests still go out, so one wait does not idle the whole partition.
 QUEUE_FACTOR = 4
-# Flags that are HTTP enricher settings: they travel in ``http``, like the spec file's.
-HTTP_FLAGS = (
-    "token_env",
-    "requests_per_second",
-    *ATTEMPT_DEADLINE_SHARES,
-    "max_response_bytes",
-    "hedge_after",
-)
-
-
-class SpecError(ValueError):
-    """A bad option or spec file; the message names the option."""
+REQUIRED = ("input", "output", "key_column", "snapshot_dir")
 
 
 @dataclass(frozen=True)
 class JobSpec:
     input: str
     output: str
-    key_column: str
+    key_column: str = field(metadata=IDENTITY)
     snapshot_dir: str
-    input_format: str = "jsonl"
-    event_time_column: str | None = None
+    input_format: InputFormat = defaults.INPUT_FORMAT
+    event_time_column: str | None = field(default=None, metadata=IDENTITY)
     max_out_of_orderness: float = 0.0
     """Seconds of event-time disorder tolerated by the watermark generator."""
     watermark_every: int = 100
     url_template: str | None = None
-    response_fields: dict[str, ResponseField] = field(default_factory=dict)
+    """Part of the fingerprint through ``http_config()``."""
+    response_fields: dict[str, ResponseField] = field(default_factory=dict, metadata=IDENTITY)
     enricher: str | None = None
-    """``package.module:function``: a user's async function instead of the HTTP enricher."""
+    """``package.module:function``: a user's async function instead of the HTTP enricher
+    (part of the fingerprint)."""
     http: dict[str, Any] = field(default_factory=dict)
     """Further HttpEnricherConfig options (method, headers, token_env, batching...)."""
-    partitions: int = 8
-    capacity: int = 100
+    partitions: int = field(default=defaults.PARTITIONS, metadata=IDENTITY)
+    capacity: int = defaults.CAPACITY
     queue_capacity: int | None = None
     """Records the operator holds per partition: in flight, waiting for a request slot, or
     done and waiting for their turn (ordered mode, watermarks). Default: QUEUE_FACTOR x
     capacity with the HTTP enricher, which keeps at most ``capacity`` requests in flight
     itself; ``capacity`` with ``--enricher``, whose calls the queue alone bounds."""
-    mode: str = "unordered"
+    mode: Mode = defaults.MODE
     timeout: float = 30.0
     max_attempts: int = 5
-    snapshot_interval: float = 10.0
+    snapshot_interval: float = defaults.SNAPSHOT_INTERVAL_S
     snapshot_max_rows: int = 50_000
     """A snapshot is also cut when this many outputs wait for one (bounds memory)."""
-    resume: str = "auto"
+    resume: ResumeMode = defaults.RESUME
     dag_id: str = "manual"
     task_id: str = "enrich"
     interval_start: str = "default"
@@ -91,7 +83,7 @@ class JobSpec:
     later resume instead of dead-lettering through an outage (0: never)."""
     cache_dir: str | None = None
     """Response cache across runs (any fsspec URL); off when None."""
-    cache_ttl: str = "1d"
+    cache_ttl: str = defaults.CACHE_TTL
     """How long a cached answer is used: seconds, or a number with s, m, h or d."""
     cost_per_request: float | None = None
     """Price of one API call, for the estimated cost in the summary."""
@@ -108,53 +100,43 @@ class JobSpec:
     the job's packages: shipped with the job and run as the executors' Python."""
 
     def __post_init__(self) -> None:
-        _check(
-            self.input_format in INPUT_FORMATS,
-            "input_format",
-            f"must be one of {', '.join(INPUT_FORMATS)}, got {self.input_format!r}",
-        )
-        _check(
-            self.mode in ("ordered", "unordered"),
-            "mode",
-            f"must be ordered or unordered, got {self.mode!r}",
-        )
-        _check(
-            self.resume in RESUME_MODES,
-            "resume",
-            f"must be one of {', '.join(RESUME_MODES)}, got {self.resume!r}",
-        )
-        for name in (
-            "partitions",
-            "capacity",
-            "max_attempts",
-            "watermark_every",
-            "snapshot_max_rows",
+        for name, choices in (
+            ("input_format", INPUT_FORMATS),
+            ("mode", MODES),
+            ("resume", RESUME_MODES),
         ):
             value = getattr(self, name)
-            _check(
+            check(value in choices, name, f"must be one of {', '.join(choices)}, got {value!r}")
+        self._check_numbers()
+        self._check_cost_options()
+        for name in REQUIRED:
+            check(bool(getattr(self, name)), name, "is required")
+        self._check_enrichment()
+
+    def _check_numbers(self) -> None:
+        positive_ints = ["partitions", "capacity", "max_attempts", "watermark_every"]
+        positive_ints.append("snapshot_max_rows")
+        if self.queue_capacity is not None:
+            positive_ints.append("queue_capacity")
+        for name in positive_ints:
+            value = getattr(self, name)
+            check(
                 isinstance(value, int) and value >= 1,
                 name,
                 f"must be a positive integer, got {value!r}",
             )
         for name in ("timeout", "snapshot_interval", "progress_interval", "lease_ttl"):
-            _check(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)!r}")
-        _check(self.max_out_of_orderness >= 0, "max_out_of_orderness", "must be >= 0")
-        if self.queue_capacity is not None:
-            _check(
-                isinstance(self.queue_capacity, int) and self.queue_capacity >= 1,
-                "queue_capacity",
-                f"must be a positive integer, got {self.queue_capacity!r}",
-            )
-        self._check_cost_options()
-        for name in ("input", "output", "key_column", "snapshot_dir"):
-            _check(bool(getattr(self, name)), name, "is required")
-        calls_http = bool(self.url_template or self.http.get("batch_url_template"))
-        _check(
+            check(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)!r}")
+        check(self.max_out_of_orderness >= 0, "max_out_of_orderness", "must be >= 0")
+
+    def _check_enrichment(self) -> None:
+        calls_http = bool(self.url_template or self._batching)
+        check(
             calls_http != bool(self.enricher),
             "url_template",
             "give exactly one of --url-template (HTTP API) or --enricher (your function)",
         )
-        _check(
+        check(
             bool(self.response_fields),
             "response_field",
             "at least one --response-field NAME=JSONPATH[:TYPE] is needed",
@@ -165,11 +147,19 @@ class JobSpec:
             except (TypeError, ValueError) as error:
                 raise SpecError(f"http: {error}") from None
 
+    @property
+    def _batching(self) -> bool:
+        """The ``http`` options ask for batch requests (nested, or flat ``batch_*``)."""
+        try:
+            return bool(nest_flat_options(self.http).get("batch"))
+        except ValueError as error:
+            raise SpecError(f"http: {error}") from None
+
     def check_driver_files(self) -> None:
         """Files only the driver reads (executors get the spec too, without them)."""
         if self.ship_env is None:
             return
-        _check(
+        check(
             Path(self.ship_env).is_file() and self.ship_env.endswith(".pex"),
             "ship_env",
             f"expected the .pex file built by `make dist`, got {self.ship_env!r}",
@@ -177,14 +167,14 @@ class JobSpec:
 
     def _check_cost_options(self) -> None:
         if self.max_requests is not None:
-            _check(
+            check(
                 isinstance(self.max_requests, int) and self.max_requests >= 1,
                 "max_requests",
                 f"must be a positive integer, got {self.max_requests!r}",
             )
-            _check(not self.http.get("batch_size"), "max_requests", "not with batching")
+            check(not self._batching, "max_requests", "not with batching")
         if self.cost_per_request is not None:
-            _check(
+            check(
                 isinstance(self.cost_per_request, int | float) and self.cost_per_request >= 0,
                 "cost_per_request",
                 f"must be a number >= 0, got {self.cost_per_request!r}",
@@ -195,9 +185,9 @@ class JobSpec:
             parse_duration(self.cache_ttl)
         except ValueError as error:
             raise SpecError(f"--cache-ttl: {error}") from None
-        _check(not self.enricher, "cache_dir", "caches HTTP answers; not with --enricher")
-        _check(
-            not self.http.get("batch_size"),
+        check(not self.enricher, "cache_dir", "caches HTTP answers; not with --enricher")
+        check(
+            not self._batching,
             "cache_dir",
             "caches single requests; not with batching (http.batch_size)",
         )
@@ -242,12 +232,12 @@ class JobSpec:
 
     def enrichment_identity(self) -> dict[str, Any]:
         """What the enrichment computes (no secrets): part of the job fingerprint."""
-        identity: dict[str, Any] = {
-            "key_column": self.key_column,
-            "event_time_column": self.event_time_column,
-            "partitions": self.partitions,
-            "response_fields": {k: [v.path, v.type] for k, v in self.response_fields.items()},
+        identity = {
+            spec.name: getattr(self, spec.name)
+            for spec in fields(self)
+            if spec.metadata.get("fingerprint")
         }
+        identity["response_fields"] = _plain_response_fields(self.response_fields)
         if self.enricher:
             identity["enricher"] = self.enricher
         else:
@@ -256,7 +246,7 @@ class JobSpec:
 
     def to_json(self) -> str:
         data = asdict(self)
-        data["response_fields"] = {k: [v.path, v.type] for k, v in self.response_fields.items()}
+        data["response_fields"] = _plain_response_fields(self.response_fields)
         return json.dumps(data, sort_keys=True)
 
     @classmethod
@@ -277,9 +267,7 @@ class JobSpec:
             values["response_fields"] = {k: ResponseField.parse(v) for k, v in raw_fields.items()}
         except (AttributeError, ValueError) as error:
             raise SpecError(f"response_fields: {error}") from None
-        missing = [
-            n for n in ("input", "output", "key_column", "snapshot_dir") if not values.get(n)
-        ]
+        missing = [name for name in REQUIRED if not values.get(name)]
         if missing:
             flags = ", ".join("--" + n.replace("_", "-") for n in missing)
             raise SpecError(f"missing required option(s): {flags}")
@@ -289,187 +277,5 @@ class JobSpec:
             raise SpecError(f"{source}: {error}") from None
 
 
-_DURATION = re.compile(r"^(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[smhd]?)$")
-_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_duration(text: str | float) -> float:
-    """Seconds from ``90``, ``"90s"``, ``"15m"``, ``"12h"`` or ``"7d"``."""
-    match = _DURATION.match(str(text).strip())
-    if match is None or float(match["number"]) <= 0:
-        raise ValueError(f"expected a positive duration such as 3600, 15m, 12h or 7d, got {text!r}")
-    return float(match["number"]) * _UNIT_S[match["unit"]]
-
-
-def _check(ok: bool, option: str, message: str) -> None:
-    if not ok:
-        raise SpecError(f"--{option.replace('_', '-')}: {message}")
-
-
-_FIELD = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<path>\$[^:]*)(?::(?P<type>\w+))?$")
-
-
-def parse_response_field(text: str) -> tuple[str, ResponseField]:
-    """``NAME=JSONPATH[:TYPE]``, e.g. ``city=$.address.city`` or ``score=$.score:float``."""
-    match = _FIELD.match(text)
-    if not match:
-        raise SpecError(
-            "--response-field: expected NAME=JSONPATH[:TYPE] (e.g. score=$.score:float), "
-            f"got {text!r}"
-        )
-    try:
-        return match["name"], ResponseField(match["path"], match["type"] or "string")
-    except ValueError as error:
-        raise SpecError(f"--response-field {text!r}: {error}") from None
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="enrich_job",
-        description="Enrich a batch by calling an API per record, resumably (Spark job).",
-        argument_default=argparse.SUPPRESS,  # absent flags leave spec-file values alone
-    )
-    add = parser.add_argument
-    add("--spec", help="YAML/JSON file with the same options (flags win)")
-    add("--input", help="input path (file, directory or glob; any Spark/Hadoop URL)")
-    add("--input-format", choices=INPUT_FORMATS, help="default: jsonl")
-    add("--output", help="output directory: data/, dead_letters/, _SUMMARY.json")
-    add("--key-column", help="record key: partitioning, sorting and URL placeholders")
-    add("--event-time-column", help="event time column: enables watermarks")
-    add("--max-out-of-orderness", type=float, help="seconds of event-time disorder (default 0)")
-    add("--url-template", help="e.g. http://api/customers/{id}")
-    add(
-        "--response-field",
-        dest="response_fields",
-        action="append",
-        help="NAME=JSONPATH[:TYPE], TYPE one of string,int,float,bool,json (repeatable)",
-    )
-    add("--enricher", help="package.module:function, a user async function instead of HTTP")
-    add("--token-env", help="environment variable holding the API bearer token (never the token)")
-    add("--requests-per-second", type=float, help="request budget of the whole job")
-    add("--partitions", type=int, help="fixed partition count (default 8)")
-    add("--capacity", type=int, help="requests in flight per partition (default 100)")
-    add(
-        "--queue-capacity",
-        type=int,
-        help=f"records the operator holds per partition: in flight, waiting for a slot, or "
-        f"done and waiting for their turn (default {QUEUE_FACTOR} x --capacity with the HTTP "
-        f"enricher, --capacity with --enricher)",
-    )
-    add("--mode", choices=("ordered", "unordered"), help="default: unordered")
-    add("--timeout", type=float, help="seconds per record, retries included (default 30)")
-    add("--max-attempts", type=int, help="calls per record, the first included (default 5)")
-    add(
-        "--connect-timeout",
-        type=float,
-        help="per attempt: seconds to connect (default: a sixth of --timeout)",
-    )
-    add(
-        "--first-byte-timeout",
-        type=float,
-        help="per attempt: seconds until the response headers (default: a third of --timeout)",
-    )
-    add(
-        "--read-timeout",
-        type=float,
-        help="per attempt: seconds a body may stall before it is cut off and retried "
-        "(default: a tenth of --timeout)",
-    )
-    add(
-        "--total-timeout",
-        type=float,
-        help="per attempt: seconds for the whole answer (default: half of --timeout)",
-    )
-    add(
-        "--max-response-bytes",
-        type=int,
-        help="largest response body, decompressed; larger is a dead letter (default 10 MiB)",
-    )
-    add(
-        "--hedge-after",
-        metavar="SECONDS|pNN",
-        help="send a second request (idempotent methods) when the first takes this long, "
-        "or longer than this percentile of recent latencies, e.g. p95; first answer wins "
-        "(default: off)",
-    )
-    add("--snapshot-dir", help="snapshot root URL (local path, file://, s3://, hdfs://)")
-    add("--snapshot-interval", type=float, help="seconds between snapshots (default 10)")
-    add("--resume", choices=RESUME_MODES, help="auto (default), never or require")
-    add("--dag-id", help="snapshot namespace: DAG id (default manual)")
-    add("--task-id", help="snapshot namespace: task id (default enrich)")
-    add("--interval-start", help="snapshot namespace: data interval start (default default)")
-    add(
-        "--outage-threshold",
-        type=int,
-        help="consecutive transient call failures that fail the task for a later resume "
-        "instead of dead-lettering through an outage (default 50, 0 disables)",
-    )
-    add("--progress-interval", type=float, help="seconds between progress lines (default 10)")
-    add("--snapshot-max-rows", type=int, help="cut a snapshot when this many outputs wait")
-    add("--keep-snapshots", action="store_true", help="keep the namespace after success")
-    add(
-        "--cache-dir",
-        help="response cache across runs (local path or any fsspec URL; default: off)",
-    )
-    add("--cache-ttl", help="how long cached answers are used: 3600, 15m, 12h, 7d (default 1d)")
-    add("--cost-per-request", type=float, help="price of one call, for the summary's estimate")
-    add("--run-id", help="name of this run in the summary (default: random)")
-    add(
-        "--lease-ttl",
-        type=float,
-        help="seconds a run's hold on its snapshot namespace lasts unless renewed; another "
-        "run takes it over after that (default 60)",
-    )
-    add(
-        "--lease-wait",
-        type=float,
-        help="seconds to wait while another live run holds the namespace (default 3600)",
-    )
-    add(
-        "--ship-env",
-        metavar="PEX",
-        help="the packed runtime from `make dist` (dist/enrich_env.pex) for executors that "
-        "lack the job's packages (YARN, Kubernetes, a bare standalone cluster)",
-    )
-    add(
-        "--max-requests",
-        type=int,
-        help="request budget of this run (split across partitions): once spent, the job "
-        "commits a snapshot and exits with status 4; the next run resumes (default: none)",
-    )
-    return parser
-
-
-def parse_args(argv: list[str] | None = None) -> JobSpec:
-    """Flags over spec file over defaults; raises SpecError naming the bad option."""
-    args = vars(build_parser().parse_args(argv))
-    values: dict[str, Any] = {}
-    spec_path = args.pop("spec", None)
-    if spec_path:
-        values.update(load_spec_file(spec_path))
-    http = dict(values.get("http") or {})
-    for http_option in HTTP_FLAGS:  # top level in a spec file too, as on the command line
-        for source in (values, args):
-            if http_option in source:
-                http[http_option] = source.pop(http_option)
-    if http:
-        values["http"] = http
-    if "response_fields" in args:
-        args["response_fields"] = dict(parse_response_field(f) for f in args["response_fields"])
-    values.update(args)
-    spec = JobSpec.from_mapping(values, source=spec_path or "command line")
-    spec.check_driver_files()
-    return spec
-
-
-def load_spec_file(path: str) -> dict[str, Any]:
-    file = Path(path)
-    if not file.is_file():
-        raise SpecError(f"--spec: no such file {path}")
-    try:
-        data = yaml.safe_load(file.read_text())  # YAML is a superset of JSON
-    except yaml.YAMLError as error:
-        raise SpecError(f"--spec {path}: not valid YAML/JSON: {error}") from None
-    if not isinstance(data, dict):
-        raise SpecError(f"--spec {path}: expected a mapping of options at the top level")
-    return {key.replace("-", "_"): value for key, value in data.items()}
+def _plain_response_fields(response_fields: dict[str, ResponseField]) -> dict[str, list[str]]:
+    return {name: [spec.path, spec.type] for name, spec in response_fields.items()}

@@ -4,10 +4,15 @@ command line or the spec file, and errors that name the option."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
 
 import pytest
 
-from spark_jobs.job_spec import JobSpec, SpecError, build_parser, parse_args
+from spark_jobs import defaults
+from spark_jobs.enrichers import HttpEnricherConfig
+from spark_jobs.job_cli import build_parser, parse_args
+from spark_jobs.job_spec import JobSpec, SpecError
 
 REQUIRED = [
     *("--input", "in", "--output", "out", "--key-column", "id", "--snapshot-dir", "snap"),
@@ -47,9 +52,76 @@ def test_bad_http_flags_name_the_option(flags, option):
         parse_args([*REQUIRED, *flags])
 
 
-def test_help_states_the_defaults_the_spec_uses():
-    defaults = {f.name: f.default for f in dataclasses.fields(JobSpec)}
-    helps = {a.dest: a.help for a in build_parser()._actions}
-    assert f"default {defaults['outage_threshold']}," in helps["outage_threshold"]
-    assert f"default {defaults['max_attempts']})" in helps["max_attempts"]
-    assert f"default {defaults['timeout']:g})" in helps["timeout"]
+def test_every_option_help_shows_the_default_the_job_uses():
+    """The defaults are read from the fields, not restated (--outage-threshold's help once
+    said 100 while the default was 50): each flag whose field has a fixed default shows
+    exactly that value, and no help states any other default."""
+    fields = {f.name: f.default for f in dataclasses.fields(JobSpec)}
+    fields["max_response_bytes"] = HttpEnricherConfig.max_response_bytes
+    helps = {a.dest: a.help for a in build_parser()._actions if a.help}
+    shown = 0
+    for dest, text in helps.items():
+        stated = re.findall(r"\(default ([^):,]+)\)", text)
+        default = fields.get(dest)
+        if default is None or isinstance(default, bool) or default is dataclasses.MISSING:
+            assert stated == [] or dest == "queue_capacity", f"{dest}: {text}"
+            continue
+        assert stated, f"--{dest} does not state its default {default!r}: {text}"
+        value = f"{default:g}" if isinstance(default, float) else str(default)
+        assert stated == [value], f"--{dest}: help says {stated}, the default is {value}"
+        shown += 1
+    assert shown >= 15  # the loop saw the options (19 today)
+    assert "(default 50)" in helps["outage_threshold"]
+    assert "(default 30)" in helps["timeout"] and "(default 5)" in helps["max_attempts"]
+
+
+def test_help_defaults_match_the_help_text_printed():
+    helps = {a.dest: a.help for a in build_parser()._actions if a.help}
+    for dest in ("connect_timeout", "first_byte_timeout", "read_timeout", "total_timeout"):
+        assert re.search(r"default: 1/\d+ of --timeout", helps[dest]), helps[dest]
+
+
+def test_job_spec_defaults_are_the_shared_ones():
+    """One source: the spec, the enricher config and the Airflow side read defaults.py."""
+    spec = parse_args(REQUIRED)
+    assert (spec.partitions, spec.capacity, spec.resume) == (
+        defaults.PARTITIONS,
+        defaults.CAPACITY,
+        defaults.RESUME,
+    )
+    assert (spec.mode, spec.input_format, spec.cache_ttl) == (
+        defaults.MODE,
+        defaults.INPUT_FORMAT,
+        defaults.CACHE_TTL,
+    )
+    assert spec.snapshot_interval == defaults.SNAPSHOT_INTERVAL_S
+    assert HttpEnricherConfig.capacity == defaults.CAPACITY
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("mode", "sorted"), ("resume", "maybe"), ("input_format", "xml")],
+)
+def test_choices_come_from_the_literal_types(option, value):
+    with pytest.raises(SpecError, match=f"--{option.replace('_', '-')}: must be one of"):
+        JobSpec.from_mapping(
+            {**json.loads(parse_args(REQUIRED).to_json()), option: value}, source="test"
+        )
+
+
+def test_the_enrichment_identity_is_unchanged_by_the_field_markers():
+    """The job fingerprint's input, as computed before the fields were marked (0300f7e)."""
+    spec = parse_args(
+        [
+            *REQUIRED[:-2],
+            *("--response-field", "name=$.name", "--response-field", "score=$.score:float"),
+            *("--event-time-column", "t"),
+        ]
+    )
+    assert spec.enrichment_identity() == {
+        "event_time_column": "t",
+        "http": "23d3353eb7e999c284af6a8e254a11d67653fe78d95e7e8d78ad756cfdd37acc",
+        "key_column": "id",
+        "partitions": 8,
+        "response_fields": {"name": ["$.name", "string"], "score": ["$.score", "float"]},
+    }

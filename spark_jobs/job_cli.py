@@ -1,0 +1,217 @@
+"""The job's command line: flags over a ``--spec`` file over defaults, into a ``JobSpec``.
+
+Every ``--help`` default is read from the field that holds it (``JobSpec``, or
+``HttpEnricherConfig`` for the HTTP flags), so help and behaviour cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from spark_jobs.defaults import INPUT_FORMATS, MODES, RESUME_MODES
+from spark_jobs.enrichers import HttpEnricherConfig
+from spark_jobs.job_spec import ATTEMPT_DEADLINE_SHARES, QUEUE_FACTOR, JobSpec
+from spark_jobs.option_values import SpecError, parse_response_field
+
+# Flags that are HTTP enricher settings: they travel in ``http``, like the spec file's.
+HTTP_FLAGS = (
+    "token_env",
+    "requests_per_second",
+    *ATTEMPT_DEADLINE_SHARES,
+    "max_response_bytes",
+    "hedge_after",
+)
+
+
+def option_defaults() -> dict[str, Any]:
+    """Each option's default value where it has a fixed one (not None, not a switch),
+    by ``dest``. The attempt deadlines are shares of ``--timeout`` instead."""
+    found = {
+        spec.name: spec.default
+        for spec in dataclasses.fields(HttpEnricherConfig)
+        if spec.name in HTTP_FLAGS and spec.name not in ATTEMPT_DEADLINE_SHARES
+    }
+    found.update({spec.name: spec.default for spec in dataclasses.fields(JobSpec)})
+    return {
+        name: value
+        for name, value in found.items()
+        if value not in (None, dataclasses.MISSING) and not isinstance(value, bool)
+    }
+
+
+def shown(value: Any) -> str:
+    """A default as ``--help`` prints it: ``30`` for 30.0."""
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+class _Options:
+    """``add_argument`` that appends ``(default X)`` to the help from ``option_defaults``."""
+
+    def __init__(self, parser: argparse.ArgumentParser) -> None:
+        self.parser = parser
+        self.defaults = option_defaults()
+
+    def __call__(self, *flags: str, help: str, **kwargs: Any) -> None:
+        action = self.parser.add_argument(*flags, help=help, **kwargs)
+        if action.dest in self.defaults:
+            action.help = f"{help} (default {shown(self.defaults[action.dest])})"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="enrich_job",
+        description="Enrich a batch by calling an API per record, resumably (Spark job).",
+        argument_default=argparse.SUPPRESS,  # absent flags leave spec-file values alone
+    )
+    _add_data_options(_Options(parser))
+    _add_call_options(_Options(parser))
+    _add_run_options(_Options(parser))
+    return parser
+
+
+def _add_data_options(add: _Options) -> None:
+    add("--spec", help="YAML/JSON file with the same options (flags win)")
+    add("--input", help="input path (file, directory or glob; any Spark/Hadoop URL)")
+    add("--input-format", choices=INPUT_FORMATS, help="input file format")
+    add("--output", help="output directory: data/, dead_letters/, _SUMMARY.json")
+    add("--key-column", help="record key: partitioning, sorting and URL placeholders")
+    add("--event-time-column", help="event time column: enables watermarks")
+    add("--max-out-of-orderness", type=float, help="seconds of event-time disorder")
+    add("--partitions", type=int, help="fixed partition count")
+    add("--url-template", help="e.g. http://api/customers/{id}")
+    add(
+        "--response-field",
+        dest="response_fields",
+        action="append",
+        help="NAME=JSONPATH[:TYPE], TYPE one of string,int,float,bool,json (repeatable)",
+    )
+    add("--enricher", help="package.module:function, a user async function instead of HTTP")
+
+
+def _add_call_options(add: _Options) -> None:
+    add("--token-env", help="environment variable holding the API bearer token (never the token)")
+    add("--requests-per-second", type=float, help="request budget of the whole job")
+    add("--capacity", type=int, help="requests in flight per partition")
+    add(
+        "--queue-capacity",
+        type=int,
+        help=f"records the operator holds per partition: in flight, waiting for a slot, or "
+        f"done and waiting for their turn (default {QUEUE_FACTOR} x --capacity with the HTTP "
+        f"enricher, --capacity with --enricher)",
+    )
+    add("--mode", choices=MODES, help="output order: input order, or completion order")
+    add("--timeout", type=float, help="seconds per record, retries included")
+    add("--max-attempts", type=int, help="calls per record, the first included")
+    for flag, what in (
+        ("--connect-timeout", "seconds to connect"),
+        ("--first-byte-timeout", "seconds until the response headers"),
+        ("--read-timeout", "seconds a body may stall before it is cut off and retried"),
+        ("--total-timeout", "seconds for the whole answer"),
+    ):
+        share = Fraction(ATTEMPT_DEADLINE_SHARES[flag[2:].replace("-", "_")]).limit_denominator()
+        add(flag, type=float, help=f"per attempt: {what} (default: {share} of --timeout)")
+    add(
+        "--max-response-bytes",
+        type=int,
+        help="largest response body, decompressed; larger is a dead letter",
+    )
+    add(
+        "--hedge-after",
+        metavar="SECONDS|pNN",
+        help="send a second request (idempotent methods) when the first takes this long, "
+        "or longer than this percentile of recent latencies, e.g. p95; first answer wins "
+        "(default: off)",
+    )
+    add(
+        "--cache-dir",
+        help="response cache across runs (local path or any fsspec URL; default: off)",
+    )
+    add("--cache-ttl", help="how long cached answers are used: 3600, 15m, 12h, 7d")
+    add("--cost-per-request", type=float, help="price of one call, for the summary's estimate")
+    add(
+        "--max-requests",
+        type=int,
+        help="request budget of this run (split across partitions): once spent, the job "
+        "commits a snapshot and exits with status 4; the next run resumes (default: none)",
+    )
+
+
+def _add_run_options(add: _Options) -> None:
+    add("--snapshot-dir", help="snapshot root URL (local path, file://, s3://, hdfs://)")
+    add("--snapshot-interval", type=float, help="seconds between snapshots")
+    add(
+        "--resume",
+        choices=RESUME_MODES,
+        help="auto: resume when valid, never: start fresh, require: fail unless resumable",
+    )
+    add("--dag-id", help="snapshot namespace: DAG id")
+    add("--task-id", help="snapshot namespace: task id")
+    add("--interval-start", help="snapshot namespace: data interval start")
+    add(
+        "--outage-threshold",
+        type=int,
+        help="consecutive transient call failures that fail the task for a later resume "
+        "instead of dead-lettering through an outage; 0 disables",
+    )
+    add("--progress-interval", type=float, help="seconds between progress lines")
+    add("--snapshot-max-rows", type=int, help="cut a snapshot when this many outputs wait")
+    add("--keep-snapshots", action="store_true", help="keep the namespace after success")
+    add("--run-id", help="name of this run in the summary (default: random)")
+    add(
+        "--lease-ttl",
+        type=float,
+        help="seconds a run's hold on its snapshot namespace lasts unless renewed; another "
+        "run takes it over after that",
+    )
+    add(
+        "--lease-wait",
+        type=float,
+        help="seconds to wait while another live run holds the namespace",
+    )
+    add(
+        "--ship-env",
+        metavar="PEX",
+        help="the packed runtime from `make dist` (dist/enrich_env.pex) for executors that "
+        "lack the job's packages (YARN, Kubernetes, a bare standalone cluster)",
+    )
+
+
+def parse_args(argv: list[str] | None = None) -> JobSpec:
+    """Flags over spec file over defaults; raises SpecError naming the bad option."""
+    args = vars(build_parser().parse_args(argv))
+    values: dict[str, Any] = {}
+    spec_path = args.pop("spec", None)
+    if spec_path:
+        values.update(load_spec_file(spec_path))
+    http = dict(values.get("http") or {})
+    for http_option in HTTP_FLAGS:  # top level in a spec file too, as on the command line
+        for source in (values, args):
+            if http_option in source:
+                http[http_option] = source.pop(http_option)
+    if http:
+        values["http"] = http
+    if "response_fields" in args:
+        args["response_fields"] = dict(parse_response_field(f) for f in args["response_fields"])
+    values.update(args)
+    spec = JobSpec.from_mapping(values, source=spec_path or "command line")
+    spec.check_driver_files()
+    return spec
+
+
+def load_spec_file(path: str) -> dict[str, Any]:
+    file = Path(path)
+    if not file.is_file():
+        raise SpecError(f"--spec: no such file {path}")
+    try:
+        data = yaml.safe_load(file.read_text())  # YAML is a superset of JSON
+    except yaml.YAMLError as error:
+        raise SpecError(f"--spec {path}: not valid YAML/JSON: {error}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"--spec {path}: expected a mapping of options at the top level")
+    return {key.replace("-", "_"): value for key, value in data.items()}

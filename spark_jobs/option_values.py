@@ -1,0 +1,46 @@
+"""Option values given as text (a flag, a spec file): durations and response fields,
+and ``SpecError``, the error that names the option at fault."""
+
+from __future__ import annotations
+
+import re
+
+from spark_jobs.enrichers.response_field import ResponseField
+
+
+class SpecError(ValueError):
+    """A bad option or spec file; the message names the option."""
+
+
+_DURATION = re.compile(r"^(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[smhd]?)$")
+_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str | float) -> float:
+    """Seconds from ``90``, ``"90s"``, ``"15m"``, ``"12h"`` or ``"7d"``."""
+    match = _DURATION.match(str(text).strip())
+    if match is None or float(match["number"]) <= 0:
+        raise ValueError(f"expected a positive duration such as 3600, 15m, 12h or 7d, got {text!r}")
+    return float(match["number"]) * _UNIT_S[match["unit"]]
+
+
+def check(ok: bool, option: str, message: str) -> None:
+    if not ok:
+        raise SpecError(f"--{option.replace('_', '-')}: {message}")
+
+
+_FIELD = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<path>\$[^:]*)(?::(?P<type>\w+))?$")
+
+
+def parse_response_field(text: str) -> tuple[str, ResponseField]:
+    """``NAME=JSONPATH[:TYPE]``, e.g. ``city=$.address.city`` or ``score=$.score:float``."""
+    match = _FIELD.match(text)
+    if not match:
+        raise SpecError(
+            "--response-field: expected NAME=JSONPATH[:TYPE] (e.g. score=$.score:float), "
+            f"got {text!r}"
+        )
+    try:
+        return match["name"], ResponseField(match["path"], match["type"] or "string")
+    except ValueError as error:
+        raise SpecError(f"--response-field {text!r}: {error}") from None
