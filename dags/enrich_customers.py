@@ -20,9 +20,13 @@ import pendulum
 from airflow.sdk import DAG, Asset, Param, Variable, task
 
 from plugins.enrichment_operator import ResumableEnrichmentOperator
+from spark_jobs import defaults
 
 DATA_ROOT = "{{ var.value.enrichment_data_root }}"
 ENRICHED = Asset("enrichment://customers/enriched")
+# This DAG's choice, below the job's default (defaults.PARTITIONS): a day of customer
+# events is small. Fixed once runs exist: a resumed run needs the same partition count.
+PARTITIONS = 4
 
 with DAG(
     dag_id="enrich_customers",
@@ -34,24 +38,28 @@ with DAG(
     tags=["enrichment"],
     params={
         "resume": Param(
-            "auto",
-            enum=["auto", "never", "require"],
+            defaults.RESUME,
+            enum=list(defaults.RESUME_MODES),
             description="auto: resume from snapshots when valid; never: start fresh",
         ),
         # Maximums: a trigger form is input too; 10**9 partitions would stall Spark and
         # the snapshot page, 10**6 connections per task the API.
         "capacity": Param(
-            100,
+            defaults.CAPACITY,
             type="integer",
             minimum=1,
             maximum=10_000,
             description="requests in flight per partition",
         ),
         "partitions": Param(
-            4, type="integer", minimum=1, maximum=4_096, description="fixed partition count"
+            PARTITIONS,
+            type="integer",
+            minimum=1,
+            maximum=4_096,
+            description="fixed partition count",
         ),
         "snapshot_interval": Param(
-            10,
+            defaults.SNAPSHOT_INTERVAL_S,
             type="number",
             exclusiveMinimum=0,
             maximum=3_600,
@@ -99,7 +107,8 @@ with DAG(
         partitions="{{ params.partitions }}",
         ship_environment="{{ var.value.get('enrichment_ship_environment', '') }}",
         cache_dir="{{ var.value.get('enrichment_cache_root', '') }}",
-        cache_ttl="{{ var.value.get('enrichment_cache_ttl', '1d') }}",
+        # Unset renders "": the job's own default TTL applies.
+        cache_ttl="{{ var.value.get('enrichment_cache_ttl', '') }}",
         max_requests="{{ params.max_requests }}",
         cost_per_request="{{ var.value.get('enrichment_cost_per_request', '') }}",
         job_args=["--snapshot-interval", "{{ params.snapshot_interval }}"],

@@ -10,9 +10,8 @@ from typing import Any
 
 from airflow.sdk import Variable
 
+from spark_jobs.defaults import SNAPSHOT_ROOT_VARIABLE
 from spark_jobs.snapshots import NamespaceKey
-
-SNAPSHOT_ROOT_VARIABLE = "enrichment_snapshot_root"
 
 
 def namespace_key(context: Any) -> NamespaceKey:
@@ -24,9 +23,15 @@ def namespace_key(context: Any) -> NamespaceKey:
     return NamespaceKey(ti.dag_id, task_id, interval_start.isoformat())
 
 
+def configured_snapshot_root() -> str | None:
+    """The ``enrichment_snapshot_root`` Variable (or ``AIRFLOW_VAR_*``), None when unset.
+    The Task SDK's ``Variable`` reads it in tasks and in the API server alike."""
+    return Variable.get(SNAPSHOT_ROOT_VARIABLE, default=None)
+
+
 def snapshot_root(explicit: str | None) -> str:
     """The operator's ``snapshot_root``, else the ``enrichment_snapshot_root`` Variable."""
-    root = explicit or Variable.get(SNAPSHOT_ROOT_VARIABLE, default=None)
+    root = explicit or configured_snapshot_root()
     if not root:
         raise ValueError(
             "no snapshot root: pass snapshot_root= or set the Airflow Variable "

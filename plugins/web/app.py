@@ -34,8 +34,10 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import HTMLResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from plugins.namespace import configured_snapshot_root
 from plugins.web.page import render_message, render_page
 from spark_jobs.asyncwait.watermark_valve import MIN_WATERMARK
+from spark_jobs.defaults import SNAPSHOT_ROOT_VARIABLE
 from spark_jobs.snapshots import NamespaceInfo, NamespaceKey, PartitionProgress, SnapshotStore
 from spark_jobs.snapshots.resume import NamespaceProgress
 from spark_jobs.summary import cost_report, job_watermark
@@ -45,7 +47,6 @@ logger = logging.getLogger(__name__)
 #: Airflow's ``ResourceMethod`` (declared for type checkers only).
 Method = Literal["GET", "POST", "PUT", "DELETE"]
 
-SNAPSHOT_ROOT_VARIABLE = "enrichment_snapshot_root"
 DISCARD_EVENT = "enrichment_snapshots_discard"
 
 app = FastAPI(
@@ -66,9 +67,7 @@ _edit = Depends(requires_access_dag("PUT"))
 
 def open_store() -> SnapshotStore:
     """The store named by the Variable right now; 503 when unset or unusable."""
-    from airflow.models.variable import Variable
-
-    root = Variable.get(SNAPSHOT_ROOT_VARIABLE, default_var=None)
+    root = configured_snapshot_root()
     if root is None or not str(root).strip():
         raise HTTPException(
             status.HTTP_503_SERVICE_UNAVAILABLE,

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from plugins.enrichment_hook import EnrichmentApiHook
 from plugins.enrichment_operator import ENRICH_JOB, ResumableEnrichmentOperator
 
 pytestmark = pytest.mark.airflow
@@ -66,26 +67,30 @@ def operator(**overrides):
     return ResumableEnrichmentOperator(**settings)
 
 
+def api_connection(monkeypatch, token: str) -> None:
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_ENRICHMENT_API",
+        json.dumps({"conn_type": "enrichment_api", "host": "api", "password": token}),
+    )
+
+
 @pytest.mark.parametrize("master", ["yarn", "k8s://https://cluster.example:6443"])
 def test_the_token_is_refused_where_it_would_reach_the_command_line(monkeypatch, master):
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_SPARK_ENRICH", json.dumps({"conn_type": "spark", "host": master})
-    )
-    submit = operator()
-    submit.env_vars = {}
+    api_connection(monkeypatch, "s3cr3t-token")
     with pytest.raises(ValueError, match="would reach the spark-submit command line") as caught:
-        submit._pass_token("s3cr3t-token")
+        EnrichmentApiHook().token_route(master)
     assert "s3cr3t-token" not in str(caught.value) and "token_file" in str(caught.value)
-    assert submit.env_vars == {}
 
 
 def test_locally_the_token_travels_by_environment_only(monkeypatch):
     monkeypatch.setenv(
         "AIRFLOW_CONN_SPARK_ENRICH", json.dumps({"conn_type": "spark", "host": "local[2]"})
     )
+    api_connection(monkeypatch, "s3cr3t-token")
     submit = operator()
-    submit.env_vars = {}
-    assert submit._pass_token("s3cr3t-token") == ["--token-env", "ENRICHMENT_API_TOKEN"]
+    env, args = EnrichmentApiHook().token_route(submit._spark_master())
+    assert args == ["--token-env", "ENRICHMENT_API_TOKEN"]
+    submit.env_vars = env
     command = submit._get_hook()._build_spark_submit_command(ENRICH_JOB)
     assert "s3cr3t-token" not in " ".join(command)
 

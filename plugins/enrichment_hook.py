@@ -1,0 +1,137 @@
+"""The enrichment API's Airflow hook: its connection, and what a run leaves behind.
+
+Like the Spark provider's ``SparkSubmitHook`` it resolves the connection so the operator
+only wires. It owns the API's base URL and bearer token, the one safe route for the
+token into the job (an environment variable, refused where Spark would print it), and
+reading what the job writes: the snapshot namespace (to say whether a run resumes) and
+``_SUMMARY.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cached_property
+from typing import Any
+
+import fsspec
+from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowFailException
+
+from plugins.namespace import snapshot_root
+from spark_jobs.snapshots import NamespaceKey, SnapshotStore
+from spark_jobs.snapshots.resume import read_progress
+
+TOKEN_ENV = "ENRICHMENT_API_TOKEN"
+"""The environment variable that carries the connection's token to the job."""
+_MASTERS_THAT_PRINT_ENV = ("yarn", "k8s://")
+
+
+class EnrichmentApiHook(BaseHook):
+    """The API behind ``api_conn_id``, and the snapshots and summary of a run.
+
+    The connection (any type; ``enrichment_api`` once the package is installed, ``http``
+    works the same) gives ``schema`` (``http`` or ``https``), ``host``, ``port`` and, as
+    ``password``, the bearer token.
+
+    :param api_conn_id: the API's connection id.
+    :param snapshot_root: where snapshots live (any fsspec URL); empty for the
+        ``enrichment_snapshot_root`` Variable.
+    """
+
+    conn_name_attr = "api_conn_id"
+    default_conn_name = "enrichment_api"
+    conn_type = "enrichment_api"
+    hook_name = "Enrichment API"
+
+    def __init__(self, api_conn_id: str = default_conn_name, snapshot_root: str | None = None):
+        super().__init__()
+        self.api_conn_id = api_conn_id
+        self._snapshot_root = snapshot_root
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        return {
+            "hidden_fields": ["login", "extra"],
+            "relabeling": {"schema": "Scheme (http or https)", "password": "Bearer token"},
+            "placeholders": {"host": "api.example.com", "schema": "https"},
+        }
+
+    def get_conn(self) -> Any:
+        return self.connection
+
+    @cached_property
+    def connection(self) -> Any:
+        return self.get_connection(self.api_conn_id)
+
+    @property
+    def base_url(self) -> str:
+        """``scheme://host[:port]`` of the API, without a trailing slash."""
+        api = self.connection
+        url = f"{api.schema or 'http'}://{api.host}" + (f":{api.port}" if api.port else "")
+        return url.rstrip("/")
+
+    def url_template(self, url_path: str) -> str:
+        """The job's ``--url-template``: the base URL and ``url_path`` (``/customers/{id}``)."""
+        return self.base_url + url_path
+
+    def token_route(self, spark_master: str) -> tuple[dict[str, str], list[str]]:
+        """The token's way into the job: (spark-submit environment, job flags naming the
+        variable); empty without a token. The flags name the variable, never the token.
+
+        On YARN and Kubernetes the Spark provider turns ``env_vars`` into
+        ``--conf spark.yarn.appMasterEnv.*`` / ``spark.kubernetes.driverEnv.*`` on the
+        spark-submit command line, visible in ``ps`` and the pod spec: refused there.
+        """
+        token = self.connection.password
+        if not token:
+            return {}, []
+        if spark_master.startswith(_MASTERS_THAT_PRINT_ENV):
+            raise ValueError(
+                f"the API token of connection {self.api_conn_id!r} would reach the "
+                f"spark-submit command line on {spark_master.split('://')[0]}: leave its "
+                "password empty and give the executors the token another way: a file "
+                '(job_args=["--spec", ...] with http: {token_file: ...}), a Kubernetes '
+                f"secret (conf spark.kubernetes.driver.secretKeyRef.{TOKEN_ENV} and "
+                f"spark.kubernetes.executor.secretKeyRef.{TOKEN_ENV}, then "
+                f'job_args=["--token-env", "{TOKEN_ENV}"]), or YARN credentials'
+            )
+        return {TOKEN_ENV: token}, ["--token-env", TOKEN_ENV]
+
+    @cached_property
+    def snapshot_root(self) -> str:
+        return snapshot_root(self._snapshot_root)
+
+    def log_resume_plan(self, key: NamespaceKey, resume: str) -> None:
+        """Say before submitting what the run will do; the job itself then checks the
+        input and configuration fingerprint."""
+        store = SnapshotStore(self.snapshot_root)
+        where = store.namespace_path(key)
+        if resume == "never":
+            self.log.info("resume=never: starting fresh; any snapshot in %s is discarded", where)
+            return
+        progress = read_progress(store, key)
+        if progress.partitions:
+            total = (store.read_job_record(key) or {}).get("records_in")
+            self.log.info("resuming %s (%s)", progress.describe(total), where)
+        else:
+            self.log.info("starting fresh: no snapshot for this run yet (%s)", where)
+
+    def read_summary(self, output_path: str) -> dict[str, Any]:
+        """The published ``_SUMMARY.json`` of ``output_path``."""
+        with fsspec.open(f"{output_path.rstrip('/')}/_SUMMARY.json") as file:
+            return json.load(file)
+
+    def fail_for_a_spent_budget(self, output_path: str, run_id: str) -> None:
+        """A run that spent its ``--max-requests`` ends failed *without* automatic
+        retries: a retry would spend another budget at once, which is what the budget is
+        there to prevent. Clearing the task (or the next run of this interval) resumes."""
+        try:
+            summary = self.read_summary(output_path)
+        except (OSError, ValueError):
+            return
+        if summary.get("run_id") == run_id and summary.get("budget_exhausted"):
+            raise AirflowFailException(
+                f"request budget spent: {summary['records_done']} of {summary['records_in']} "
+                f"records done, {summary['records_left']} left; clear this task to resume "
+                "(committed work is kept and not paid again)"
+            )

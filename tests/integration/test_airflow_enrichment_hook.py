@@ -1,0 +1,157 @@
+"""The Airflow side's wiring: ``EnrichmentApiHook`` resolves the API connection and the
+token's route, the operator builds the job's flags from its parameters (which the job's
+own parser accepts), refuses ``application_args`` it would replace, and documents every
+parameter; the hook's connection type is registered the provider way."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from datetime import UTC, datetime
+from types import SimpleNamespace
+
+import pytest
+
+from plugins.enrichment_hook import TOKEN_ENV, EnrichmentApiHook
+from plugins.enrichment_operator import ResumableEnrichmentOperator
+from spark_jobs import defaults
+from spark_jobs.job_cli import parse_args
+from spark_jobs.snapshots import NamespaceKey
+
+pytestmark = pytest.mark.airflow
+
+TOKEN = "s3cr3t-token"
+
+
+@pytest.fixture
+def connections(monkeypatch):
+    def set_connections(master: str = "local[2]", token: str | None = TOKEN) -> None:
+        api = {"conn_type": "enrichment_api", "host": "api.example.com", "schema": "https"}
+        if token:
+            api["password"] = token
+        monkeypatch.setenv("AIRFLOW_CONN_ENRICHMENT_API", json.dumps({**api, "port": 8443}))
+        monkeypatch.setenv(
+            "AIRFLOW_CONN_SPARK_ENRICH", json.dumps({"conn_type": "spark", "host": master})
+        )
+
+    set_connections()
+    return set_connections
+
+
+def operator(**overrides):
+    settings = {
+        "task_id": "enrich",
+        "input_path": "in",
+        "output_path": "out",
+        "key_column": "id",
+        "url_path": "/customers/{id}",
+        "response_fields": {"name": "$.name", "score": "$.score:float"},
+        "snapshot_root": "/tmp/snapshots",
+        **overrides,
+    }
+    return ResumableEnrichmentOperator(**settings)
+
+
+def test_airflow_hook_builds_the_url_from_the_connection(connections):
+    hook = EnrichmentApiHook()
+    assert hook.base_url == "https://api.example.com:8443"
+    assert hook.url_template("/customers/{id}") == "https://api.example.com:8443/customers/{id}"
+    assert hook.get_conn().host == "api.example.com"
+
+
+def test_airflow_hook_declares_its_connection_like_a_provider_hook():
+    assert EnrichmentApiHook.conn_name_attr == "api_conn_id"
+    assert EnrichmentApiHook.default_conn_name == "enrichment_api"
+    assert (EnrichmentApiHook.conn_type, EnrichmentApiHook.hook_name) == (
+        "enrichment_api",
+        "Enrichment API",
+    )
+    from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
+
+    info = ProvidersManagerTaskRuntime().hooks["enrichment_api"]
+    assert info is not None
+    assert info.hook_class_name == "plugins.enrichment_hook.EnrichmentApiHook"
+    assert info.connection_id_attribute_name == "api_conn_id"
+
+
+def test_airflow_hook_routes_the_token_by_environment_locally(connections):
+    env, args = EnrichmentApiHook().token_route("local[2]")
+    assert env == {TOKEN_ENV: TOKEN} and args == ["--token-env", TOKEN_ENV]
+    connections(token=None)
+    assert EnrichmentApiHook().token_route("local[2]") == ({}, [])
+
+
+@pytest.mark.parametrize("master", ["yarn", "k8s://https://cluster.example:6443"])
+def test_airflow_operator_refuses_the_token_before_anything_reaches_spark_submit(
+    connections, master
+):
+    connections(master=master)
+    submit = operator(env_vars={"A": "1"})
+    context = {
+        "ti": SimpleNamespace(dag_id="d", task_id="enrich", map_index=-1, try_number=1),
+        "data_interval_start": datetime(2024, 1, 1, tzinfo=UTC),
+        "logical_date": datetime(2024, 1, 1, tzinfo=UTC),
+        "run_id": "manual__1",
+    }
+    with pytest.raises(ValueError, match="would reach the spark-submit command line") as caught:
+        submit.execute(context)
+    assert TOKEN not in str(caught.value) and "token_file" in str(caught.value)
+    assert submit.env_vars == {"A": "1"} and not submit.application_args
+
+
+def test_airflow_operator_flags_are_what_the_job_parses(connections):
+    submit = operator(
+        event_time_column="event_time",
+        cache_dir="",  # a template that rendered nothing
+        cache_ttl="None",
+        max_requests="100",
+        job_args=["--timeout", "10"],
+    )
+    key = NamespaceKey("d", "enrich", "2024-01-01T00:00:00+00:00")
+    api = EnrichmentApiHook(snapshot_root="/tmp/snapshots")
+    args = submit._job_args(api, key, "run-1", ["--token-env", TOKEN_ENV])
+    spec = parse_args(args)
+    assert spec.url_template == "https://api.example.com:8443/customers/{id}"
+    assert spec.response_fields["score"].type == "float" and spec.event_time_column == "event_time"
+    assert (spec.dag_id, spec.interval_start, spec.run_id) == ("d", key.interval_start, "run-1")
+    assert spec.cache_dir is None and spec.cache_ttl == defaults.CACHE_TTL
+    assert spec.max_requests == 100 and spec.timeout == 10
+    assert spec.http["token_env"] == TOKEN_ENV
+    assert (spec.partitions, spec.capacity, spec.resume) == (
+        defaults.PARTITIONS,
+        defaults.CAPACITY,
+        defaults.RESUME,
+    )
+
+
+def test_airflow_operator_refuses_an_unknown_resume_mode(connections):
+    submit = operator(resume="sometimes")
+    key = NamespaceKey("d", "enrich", "x")
+    with pytest.raises(ValueError, match="resume must be one of"):
+        submit._job_args(EnrichmentApiHook(), key, "run-1", [])
+
+
+@pytest.mark.parametrize("where", ["argument", "default_args"])
+def test_airflow_operator_refuses_application_args_it_would_replace(where):
+    given = ["--timeout", "10"]
+    kwargs = (
+        {"application_args": given}
+        if where == "argument"
+        else {"default_args": {"application_args": given}}
+    )
+    with pytest.raises(
+        ValueError, match=r"application_args.*pass further enrich_job flags as job_args"
+    ):
+        operator(**kwargs)
+
+
+def test_airflow_operator_documents_every_parameter_and_marks_the_templated_ones():
+    doc = inspect.getdoc(ResumableEnrichmentOperator) or ""
+    paragraphs = dict(re.findall(r":param (\w+): (.*?)(?=\n:param |\Z)", doc, flags=re.S))
+    own = set(inspect.signature(ResumableEnrichmentOperator.__init__).parameters) - {"self"}
+    assert own <= set(paragraphs), f"undocumented: {sorted(own - set(paragraphs))}"
+    templated = set(ResumableEnrichmentOperator.template_fields)
+    for name in own - {"kwargs"}:
+        marked = "(templated)" in paragraphs[name]
+        assert marked == (name in templated), f"{name}: templated={name in templated}"
