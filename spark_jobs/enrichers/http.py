@@ -38,7 +38,6 @@ from .errors import (
 )
 from .json_paths import CONVERTERS, ConversionError, compile_path, extract
 from .sender import RequestSender
-from .session import open_session
 from .templates import FieldSource, UrlTemplate
 
 if TYPE_CHECKING:
@@ -109,9 +108,7 @@ class HttpEnricher:
         return self._sender.session
 
     async def __aenter__(self) -> HttpEnricher:
-        if self._sender.session is not None:
-            raise RuntimeError("this HttpEnricher is already open")
-        self._sender.session, self._sender.secrets = open_session(self.config)
+        self._sender.open()
         if self._batch is not None:
             self._batcher = Batcher(self._send_batch, self._batch.size, self._batch.max_wait_s)
         return self
@@ -124,10 +121,7 @@ class HttpEnricher:
     ) -> None:
         if self._batcher is not None:
             await self._batcher.aclose()
-        if self._sender.session is not None:
-            await self._sender.session.close()
-            self._sender.session = None
-        self._sender.secrets = []
+        await self._sender.close()
 
     # -- the async function -----------------------------------------------------------
 

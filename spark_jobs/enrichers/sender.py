@@ -35,18 +35,19 @@ from .errors import (
 from .hedging import HedgeDelay, race
 from .rate_limit import AdaptiveConcurrency, TokenBucket
 from .secrets import Secret
+from .session import open_session
 
 logger = logging.getLogger(__name__)
 
 
 class RequestSender:
-    """Sends the requests of one enricher; ``session`` and ``secrets`` are set while it
-    is open (``HttpEnricher.__aenter__``)."""
+    """Sends the requests of one enricher over its session, open between :meth:`open`
+    and :meth:`close` (``HttpEnricher``'s ``async with``)."""
 
     def __init__(self, config: HttpEnricherConfig, request_budget: int | None) -> None:
         self.config = config
         self.session: aiohttp.ClientSession | None = None
-        self.secrets: list[Secret] = []
+        self._secrets: list[Secret] = []
         self._budget = request_budget
         rate = config.rate_per_partition
         self._bucket = TokenBucket(rate) if rate is not None else None
@@ -71,6 +72,17 @@ class RequestSender:
         self.throttled = 0
         self.hedges_sent = 0
 
+    def open(self) -> None:
+        if self.session is not None:
+            raise RuntimeError("this HttpEnricher is already open")
+        self.session, self._secrets = open_session(self.config)
+
+    async def close(self) -> None:
+        if self.session is not None:
+            await self.session.close()
+            self.session = None
+        self._secrets = []
+
     async def request(
         self, method: str, url: str, body: str | None, *, allow_404: bool
     ) -> tuple[int, bytes]:
@@ -86,7 +98,7 @@ class RequestSender:
         )
 
     def redact(self, text: str) -> str:
-        for secret in self.secrets:
+        for secret in self._secrets:
             text = secret.redact(text)
         return text
 

@@ -19,6 +19,8 @@ from spark_jobs import defaults
 from spark_jobs.job_cli import parse_args
 from spark_jobs.snapshots import NamespaceKey
 
+from .airflow_support import enrichment_operator
+
 pytestmark = pytest.mark.airflow
 
 TOKEN = "s3cr3t-token"
@@ -40,17 +42,10 @@ def connections(monkeypatch):
 
 
 def operator(**overrides):
-    settings = {
-        "task_id": "enrich",
-        "input_path": "in",
-        "output_path": "out",
-        "key_column": "id",
-        "url_path": "/customers/{id}",
-        "response_fields": {"name": "$.name", "score": "$.score:float"},
-        "snapshot_root": "/tmp/snapshots",
-        **overrides,
-    }
-    return ResumableEnrichmentOperator(**settings)
+    fields = {"name": "$.name", "score": "$.score:float"}
+    return enrichment_operator(
+        **{"response_fields": fields, "snapshot_root": "/tmp/snapshots", **overrides}
+    )
 
 
 def test_airflow_hook_builds_the_url_from_the_connection(connections):

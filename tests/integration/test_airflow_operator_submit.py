@@ -10,6 +10,8 @@ import pytest
 from plugins.enrichment_hook import EnrichmentApiHook
 from plugins.enrichment_operator import ENRICH_JOB, ResumableEnrichmentOperator
 
+from .airflow_support import enrichment_operator
+
 pytestmark = pytest.mark.airflow
 
 
@@ -54,19 +56,6 @@ def test_without_a_shipped_environment_nothing_is_added(monkeypatch):
     assert "--files" not in command and "spark.pyspark.python" not in " ".join(command)
 
 
-def operator(**overrides):
-    settings = {
-        "task_id": "enrich",
-        "input_path": "in",
-        "output_path": "out",
-        "key_column": "id",
-        "url_path": "/customers/{id}",
-        "response_fields": {"name": "$.name"},
-        **overrides,
-    }
-    return ResumableEnrichmentOperator(**settings)
-
-
 def api_connection(monkeypatch, token: str) -> None:
     monkeypatch.setenv(
         "AIRFLOW_CONN_ENRICHMENT_API",
@@ -87,7 +76,7 @@ def test_locally_the_token_travels_by_environment_only(monkeypatch):
         "AIRFLOW_CONN_SPARK_ENRICH", json.dumps({"conn_type": "spark", "host": "local[2]"})
     )
     api_connection(monkeypatch, "s3cr3t-token")
-    submit = operator()
+    submit = enrichment_operator()
     env, args = EnrichmentApiHook().token_route(submit._spark_master())
     assert args == ["--token-env", "ENRICHMENT_API_TOKEN"]
     submit.env_vars = env
@@ -97,4 +86,4 @@ def test_locally_the_token_travels_by_environment_only(monkeypatch):
 
 def test_a_url_path_that_could_change_the_host_is_refused():
     with pytest.raises(ValueError, match="url_path must start with '/'"):
-        operator(url_path="@evil.example/x/{id}")
+        enrichment_operator(url_path="@evil.example/x/{id}")
