@@ -155,7 +155,8 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         self.cost_per_request = cost_per_request
         self.job_args = list(job_args)
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    # The summary goes to XCom; the provider declares its execute as returning None.
+    def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
         api = EnrichmentApiHook(self.api_conn_id, self.snapshot_root)
         key = namespace_key(context)
         run_id = f"{context['run_id']}.try{context['ti'].try_number}.{uuid.uuid4().hex[:6]}"
@@ -180,7 +181,7 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         """The job's flags from the (rendered) parameters."""
         if self.resume not in RESUME_MODES:
             raise ValueError(f"resume must be one of {RESUME_MODES}, got {self.resume!r}")
-        options = {
+        options: dict[str, object] = {
             "--input": self.input_path,
             "--input-format": self.input_format,
             "--output": self.output_path,
@@ -195,7 +196,7 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
             "--interval-start": key.interval_start,
             "--run-id": run_id,
         }
-        optional = {  # a template may render an unset one as "" or "None"
+        optional: dict[str, object] = {  # a template may render unset as "" or "None"
             "--event-time-column": self.event_time_column,
             "--cache-dir": self.cache_dir,
             "--cache-ttl": self.cache_ttl,
