@@ -35,7 +35,7 @@ from spark_jobs.snapshots import (
     NamespaceLease,
     SnapshotStore,
 )
-from spark_jobs.snapshots.resume import ResumeRefusedError, decide
+from spark_jobs.snapshots.resume import Decision, ResumeRefusedError, decide
 from spark_jobs.spark_io import (
     input_fingerprint,
     output_arrow_schema,
@@ -127,16 +127,10 @@ def _run_holding_lease(
     partitioned = partition_deterministically(frame, spec)
     sizes = partition_sizes(partitioned)
     records_in = sum(sizes.values())
-    identity = {"inputs": input_fingerprint(frame), "enrichment": spec.enrichment_identity()}
-    job_record: dict[str, Any] = {**identity, "fingerprint": _digest(identity)}
-    job_record["records_in"] = records_in
-    decision = decide(store, key, job_record, spec.resume, records_in)
-    logger.info("%s (%s)", decision.message, store.namespace_path(key))
+    job_record = _job_record(frame, spec, records_in)
+    decision = _open_namespace(store, key, spec, job_record)
     if decision.completed is not None:
         return decision.completed["summary"]
-    if not decision.resume:
-        store.discard_snapshots(key)
-    store.write_job_record(key, job_record)
 
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -167,16 +161,48 @@ def _run_holding_lease(
     finally:
         discard(staging)  # still there only when this run did not publish
     logger.info("summary: %s", json.dumps(summary, sort_keys=True))
-    if summary.get("budget_exhausted"):
-        return summary  # the snapshots are what the next run resumes from
+    if not summary.get("budget_exhausted"):  # else the snapshots are what the next run resumes
+        _close_namespace(
+            store,
+            key,
+            spec,
+            {"fingerprint": job_record["fingerprint"], "run_id": run_id, "summary": summary},
+        )
+    return summary
+
+
+def _job_record(frame: Any, spec: JobSpec, records_in: int) -> dict[str, Any]:
+    """What this run is: its inputs' and enrichment's fingerprint, and its size."""
+    identity = {"inputs": input_fingerprint(frame), "enrichment": spec.enrichment_identity()}
+    job_record: dict[str, Any] = {**identity, "fingerprint": _digest(identity)}
+    job_record["records_in"] = records_in
+    return job_record
+
+
+def _open_namespace(
+    store: SnapshotStore, key: NamespaceKey, spec: JobSpec, job_record: dict[str, Any]
+) -> Decision:
+    """Resume, start fresh (discarding old snapshots) or find the job done; says which."""
+    decision = decide(store, key, job_record, spec.resume, job_record["records_in"])
+    logger.info("%s (%s)", decision.message, store.namespace_path(key))
+    if decision.completed is None:
+        if not decision.resume:
+            store.discard_snapshots(key)
+        store.write_job_record(key, job_record)
+    return decision
+
+
+def _close_namespace(
+    store: SnapshotStore, key: NamespaceKey, spec: JobSpec, completion: dict[str, Any]
+) -> None:
+    """After a published success: keep the history (``--keep-snapshots``) or leave only
+    the completion record, which makes the same job run again a no-op."""
     if spec.keep_snapshots:
         # Every writer is done: delete what no valid manifest references (files of
         # attempts that died before committing, corrupt ones), keeping the history.
         store.clean_unreferenced(key, keep_manifests=sys.maxsize, grace=timedelta(0))
     else:
-        record = {"fingerprint": job_record["fingerprint"], "run_id": run_id}
-        store.mark_completed(key, {**record, "summary": summary})
-    return summary
+        store.mark_completed(key, completion)
 
 
 def _partition_function(
