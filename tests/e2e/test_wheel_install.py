@@ -1,6 +1,7 @@
 """Adding the package to an Airflow deployment: the wheel, installed with its ``[airflow]``
 extra into a fresh virtualenv (only the pip cache is shared), brings everything the plugin
-needs; Airflow loads the plugin by entry point and the daily DAG parses."""
+needs; Airflow loads the plugin and the hook's connection type by entry point and the
+daily DAG parses."""
 
 from __future__ import annotations
 
@@ -54,6 +55,12 @@ def test_the_wheel_installs_into_a_fresh_airflow_and_its_plugin_and_dag_load(tmp
     airflow = str(venv / "bin" / "airflow")
     plugins = json.loads(run(airflow, "plugins", "--output", "json", env=env).splitlines()[-1])
     assert "resumable_enrichment" in {p["name"] for p in plugins}
+    hooks = json.loads(
+        run(airflow, "providers", "hooks", "--output", "json", env=env).splitlines()[-1]
+    )
+    assert {"connection_type": "enrichment_api", "hook_name": "Enrichment API"}.items() <= next(
+        h for h in hooks if h["package_name"] == "resumable-enrichment"
+    ).items(), "the provider entry point registers the hook's connection type"
     run(airflow, "db", "migrate", env=env)
     run(airflow, "dags", "reserialize", env=env)
     errors = run(airflow, "dags", "list-import-errors", "--output", "json", env=env)
