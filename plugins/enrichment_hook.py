@@ -101,10 +101,14 @@ class EnrichmentApiHook(BaseHook):
     def snapshot_root(self) -> str:
         return snapshot_root(self._snapshot_root)
 
+    @cached_property
+    def snapshot_store(self) -> SnapshotStore:
+        return SnapshotStore(self.snapshot_root)
+
     def log_resume_plan(self, key: NamespaceKey, resume: str) -> None:
         """Say before submitting what the run will do; the job itself then checks the
         input and configuration fingerprint."""
-        store = SnapshotStore(self.snapshot_root)
+        store = self.snapshot_store
         where = store.namespace_path(key)
         if resume == "never":
             self.log.info("resume=never: starting fresh; any snapshot in %s is discarded", where)

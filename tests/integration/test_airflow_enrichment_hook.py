@@ -19,7 +19,7 @@ from spark_jobs import defaults
 from spark_jobs.job_cli import parse_args
 from spark_jobs.snapshots import NamespaceKey
 
-from .airflow_support import enrichment_operator
+from .operator_support import enrichment_operator
 
 pytestmark = pytest.mark.airflow
 

@@ -10,7 +10,7 @@ import pytest
 from plugins.enrichment_hook import EnrichmentApiHook
 from plugins.enrichment_operator import ENRICH_JOB, ResumableEnrichmentOperator
 
-from .airflow_support import enrichment_operator
+from .operator_support import enrichment_operator
 
 pytestmark = pytest.mark.airflow
 
