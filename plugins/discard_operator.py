@@ -12,7 +12,14 @@ from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 
 class DiscardSnapshotsOperator(BaseOperator):
     """Discard the snapshots of ``target_task_id`` for this DAG run's data interval (or
-    ``interval_start``), so its next run starts from zero."""
+    ``interval_start``), so its next run starts from zero.
+
+    :param target_task_id: the enrichment task whose snapshots go (templated).
+    :param interval_start: the data interval start of the namespace, ISO 8601; empty for
+        this DAG run's (templated).
+    :param snapshot_root: where snapshots live (any fsspec URL); empty for the
+        ``enrichment_snapshot_root`` Variable (templated).
+    """
 
     template_fields = ("target_task_id", "interval_start", "snapshot_root")
 

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from plugins.discard_operator import DiscardSnapshotsOperator
 from plugins.enrichment_hook import TOKEN_ENV, EnrichmentApiHook
 from plugins.enrichment_operator import ResumableEnrichmentOperator
 from spark_jobs import defaults
@@ -141,12 +142,14 @@ def test_airflow_operator_refuses_application_args_it_would_replace(where):
         operator(**kwargs)
 
 
-def test_airflow_operator_documents_every_parameter_and_marks_the_templated_ones():
-    doc = inspect.getdoc(ResumableEnrichmentOperator) or ""
+@pytest.mark.parametrize("operator_class", [ResumableEnrichmentOperator, DiscardSnapshotsOperator])
+def test_airflow_operators_document_every_parameter_and_mark_the_templated_ones(operator_class):
+    doc = inspect.getdoc(operator_class) or ""
     paragraphs = dict(re.findall(r":param (\w+): (.*?)(?=\n:param |\Z)", doc, flags=re.S))
-    own = set(inspect.signature(ResumableEnrichmentOperator.__init__).parameters) - {"self"}
+    own = set(inspect.signature(operator_class.__init__).parameters) - {"self"}
+    own -= {"kwargs"} if operator_class is DiscardSnapshotsOperator else set()  # BaseOperator's
     assert own <= set(paragraphs), f"undocumented: {sorted(own - set(paragraphs))}"
-    templated = set(ResumableEnrichmentOperator.template_fields)
+    templated = set(operator_class.template_fields)
     for name in own - {"kwargs"}:
         marked = "(templated)" in paragraphs[name]
         assert marked == (name in templated), f"{name}: templated={name in templated}"
