@@ -18,18 +18,11 @@ PACKAGES = ("spark_jobs", "plugins", "dags")
 MAX_MODULE_LINES = 300
 MAX_FUNCTION_LINES = 60
 
-# Still over, being split in issue 13 (configuration, HTTP enricher, plugin web app).
+# Still over, being split in issue 13 (plugin web app).
 MODULES_OVER: dict[str, int] = {
-    "spark_jobs/enrichers/config.py": 424,
-    "spark_jobs/enrichers/http.py": 505,
-    "spark_jobs/job_spec.py": 475,
     "plugins/web/app.py": 429,
 }
-FUNCTIONS_OVER: dict[str, int] = {
-    "spark_jobs/enrich_job.py:_run_holding_lease": 63,
-    "spark_jobs/job_spec.py:build_parser": 115,
-    "plugins/enrichment_operator.py:ResumableEnrichmentOperator.execute": 74,
-}
+FUNCTIONS_OVER: dict[str, int] = {}
 
 
 def sources() -> Iterator[Path]:
