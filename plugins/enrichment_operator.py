@@ -26,6 +26,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 import spark_jobs
 from plugins.links import SnapshotProgressLink
 from plugins.namespace import namespace_key, snapshot_root
+from plugins.progress_reporter import reporting_progress
 from spark_jobs.snapshots import SnapshotStore
 from spark_jobs.snapshots.resume import read_progress
 
@@ -128,7 +129,8 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         root = snapshot_root(self.snapshot_root)
         key = namespace_key(context)
         run_id = f"{context['run_id']}.try{context['ti'].try_number}.{uuid.uuid4().hex[:6]}"
-        self._log_resume_plan(SnapshotStore(root), key)
+        store = SnapshotStore(root)
+        self._log_resume_plan(store, key)
         api = BaseHook.get_connection(self.api_conn_id)
         base_url = f"{api.schema or 'http'}://{api.host}" + (f":{api.port}" if api.port else "")
         self.env_vars = {
@@ -175,7 +177,8 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
             *self.job_args,
         ]
         try:
-            super().execute(context)
+            with reporting_progress(context, store, key):  # the task's "Task State Store" tab
+                super().execute(context)
         except AirflowException:
             self._fail_for_a_spent_budget(run_id)
             raise
