@@ -131,6 +131,7 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         run_id = f"{context['run_id']}.try{context['ti'].try_number}.{uuid.uuid4().hex[:6]}"
         store = SnapshotStore(root)
         self._log_resume_plan(store, key)
+        SnapshotProgressLink().publish(context)
         api = BaseHook.get_connection(self.api_conn_id)
         base_url = f"{api.schema or 'http'}://{api.host}" + (f":{api.port}" if api.port else "")
         self.env_vars = {
