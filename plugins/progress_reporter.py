@@ -56,12 +56,16 @@ def progress_line(store: SnapshotStore, key: NamespaceKey) -> str | None:
     progress = read_progress(store, key)
     if not progress.partitions:
         return None
-    totals = [p.records_total for p in progress.partitions]
-    declared = ((store.read_job_record(key) or {}).get("enrichment") or {}).get("partitions")
-    known = None not in totals and len(totals) == declared
-    total = _spaced(sum(t or 0 for t in totals)) if known else "?"
+    record = store.read_job_record(key) or {}
+    total = record.get("records_in")  # the driver counts the input before the tasks start
+    if not isinstance(total, int):
+        totals = [p.records_total for p in progress.partitions]
+        declared = (record.get("enrichment") or {}).get("partitions")
+        known = None not in totals and len(totals) == declared
+        total = sum(t or 0 for t in totals) if known else None
     return (
-        f"{_spaced(progress.done)} / {total} committed, epoch {progress.epoch}, "
+        f"{_spaced(progress.done)} / {'?' if total is None else _spaced(total)} committed, "
+        f"epoch {progress.epoch}, "
         f"{progress.in_flight} in flight"
     )
 

@@ -49,6 +49,13 @@ def test_progress_line_counts_committed_records_of_every_partition(tmp_path):
     assert progress_line(store, KEY) == "48 213 / 100 000 committed, epoch 12, 4 in flight"
 
 
+def test_the_drivers_count_is_the_total_before_every_partition_reported(tmp_path):
+    store = SnapshotStore(str(tmp_path))
+    store.write_job_record(KEY, {"fingerprint": "f", "records_in": 100_000})
+    commit(store, 0, rows=1200, epoch=3, total=50_000)
+    assert progress_line(store, KEY) == "1 200 / 100 000 committed, epoch 3, 2 in flight"
+
+
 def test_the_published_count_replaces_the_snapshots(tmp_path):
     store = SnapshotStore(str(tmp_path))
     commit(store, 0, rows=10, epoch=1, total=12)
