@@ -46,6 +46,10 @@ function bar(done, total) {
   return `<span class="bar" title="${percent} %"><span style="width:${percent}%"></span></span>`;
 }
 
+function when(iso) {
+  return iso === null ? "—" : `<span title="${text(iso)}">${text(iso.slice(0, 19).replace("T", " "))}</span>`;
+}
+
 function watermark(value, utc) {
   return value === null ? "—" : `<span title="${text(value)} ms">${text(utc || value)}</span>`;
 }
@@ -68,7 +72,7 @@ function row(p, running) {
   return `<tr><td>part ${p.partition}</td>`
     + `<td>${count(p.done_rows)} / ${count(p.records_total)}${bar(p.done_rows, p.records_total)}</td>`
     + `<td>${count(p.dead_letter_rows)}</td><td>${p.epoch}</td><td>${p.in_flight}</td>`
-    + `<td>${watermark(p.watermark, p.watermark_utc)}</td><td>${text(p.committed_at)}</td>`
+    + `<td>${watermark(p.watermark, p.watermark_utc)}</td><td>${when(p.committed_at)}</td>`
     + `<td>${text(p.attempt)}</td><td>${state(p, running)}</td></tr>`;
 }
 
@@ -106,7 +110,7 @@ function update(section, ns) {
     + `<td>${count(t.done_rows)} / ${count(t.records_total)} ${bar(t.done_rows, t.records_total)}</td>`
     + `<td>${count(t.dead_letter_rows)}</td><td>${t.epoch}</td><td>${t.in_flight}</td>`
     + `<td>${watermark(t.watermark, t.watermark_utc)}</td>`
-    + `<td>${text(t.last_committed_at)}</td><td></td><td></td></tr>`;
+    + `<td>${when(t.last_committed_at)}</td><td></td><td></td></tr>`;
 }
 
 async function refresh(section) {

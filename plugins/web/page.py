@@ -66,6 +66,13 @@ def _state(p: PartitionView, running: bool) -> str:
     return f"interrupted (last commit {_ago(p.committed_at)})"
 
 
+def _when(iso: str | None) -> str:
+    """A commit time to the second; the full timestamp is its tooltip."""
+    if iso is None:
+        return "—"
+    return f'<span title="{escape(iso)}">{escape(iso[:19].replace("T", " "))}</span>'
+
+
 def _ago(committed_at: str) -> str:
     seconds = (datetime.now(UTC) - datetime.fromisoformat(committed_at)).total_seconds()
     for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
@@ -84,7 +91,7 @@ def _partition_row(p: PartitionView, running: bool) -> str:
         f"<td>{p.epoch}</td>"
         f"<td>{p.in_flight}</td>"
         f"<td>{_watermark(p.watermark, p.watermark_utc)}</td>"
-        f"<td>{_text(p.committed_at)}</td>"
+        f"<td>{_when(p.committed_at)}</td>"
         f"<td>{_text(p.attempt)}</td>"
         f"<td>{_state(p, running)}</td>"
         "</tr>"
@@ -135,7 +142,7 @@ def _namespace_section(ns: NamespaceView, editable: bool) -> str:
     </div>
     <div>{_discard_button(ns, editable)} <span class="status muted"></span></div>
   </div>
-  <table>
+  <div class="scroll"><table>
     <thead><tr><th>Partition</th><th>Done / total</th><th>Dead letters</th><th>Epoch</th>
       <th>In flight</th><th>Watermark (UTC)</th><th>Last commit (UTC)</th><th>Attempt</th>
       <th>State</th></tr></thead>
@@ -145,8 +152,8 @@ def _namespace_section(ns: NamespaceView, editable: bool) -> str:
         {_bar(t.done_rows, t.records_total)}</td>
       <td>{_count(t.dead_letter_rows)}</td><td>{t.epoch}</td><td>{t.in_flight}</td>
       <td>{_watermark(t.watermark, t.watermark_utc)}</td>
-      <td>{_text(t.last_committed_at)}</td><td></td><td></td></tr></tfoot>
-  </table>
+      <td>{_when(t.last_committed_at)}</td><td></td><td></td></tr></tfoot>
+  </table></div>
 </section>"""
 
 

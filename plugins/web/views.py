@@ -97,7 +97,11 @@ def _totals(store: SnapshotStore, key: NamespaceKey, parts: list[PartitionProgre
     count = partition_count(store, key, parts)
     reported = {p.partition for p in parts}
     totals_known = len(reported) == count and all(p.records_total is not None for p in parts)
-    records_total = sum(p.records_total or 0 for p in parts) if totals_known and parts else None
+    if totals_known and parts:
+        records_total: int | None = sum(p.records_total or 0 for p in parts)
+    else:  # the driver counted the input before the first partition reported
+        counted = (store.read_job_record(key) or {}).get("records_in")
+        records_total = counted if isinstance(counted, int) and parts else None
     progress = NamespaceProgress(tuple(parts))
     watermark = job_watermark(parts, count) if count else None
     if watermark == MIN_WATERMARK:
