@@ -16,9 +16,10 @@ import urllib.error
 import urllib.request
 from collections import Counter
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from demo.users import Users
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -161,33 +162,6 @@ def init_airflow(env: dict[str, str], *more: tuple[str, ...]) -> None:
     for command, command_env in steps:
         result = airflow(command_env, *command)
         assert result.returncode == 0, result.stdout + result.stderr
-
-
-@dataclass(frozen=True)
-class Users:
-    """Signed-in users instead of "everyone is admin": SimpleAuthManager accounts, each
-    ``name -> (role, password)``, and the one the helpers' REST calls act as."""
-
-    accounts: dict[str, tuple[str, str]]
-    teams: dict[str, str] = field(default_factory=dict)
-    """``name -> team`` for multi-team deployments."""
-
-    def env(self, home: Path) -> dict[str, str]:
-        passwords = home / "passwords.json"
-        passwords.write_text(json.dumps({name: pw for name, (_, pw) in self.accounts.items()}))
-        spec = ",".join(
-            ":".join([name, role, *([self.teams[name]] if name in self.teams else [])])
-            for name, (role, _) in self.accounts.items()
-        )
-        return {
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": spec,
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
-        }
-
-    @property
-    def admin(self) -> str:
-        return next(name for name, (role, _) in self.accounts.items() if role == "admin")
 
 
 class AirflowServices:

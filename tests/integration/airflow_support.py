@@ -10,7 +10,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from demo.stack import Users, airflow_env, airflow_services, demo_api, init_airflow
+from demo.stack import airflow_env, airflow_services, demo_api, init_airflow
+from demo.users import Users
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 
 from .job_support import write_input

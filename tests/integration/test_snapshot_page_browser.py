@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 import pytest
 
-from demo.stack import Users
+from demo.users import Users
 from plugins.urls import page_url
 from plugins.web.page import POLL_MS
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
@@ -193,46 +193,41 @@ def test_browse_menu_opens_the_page_inside_airflow(signed_in):
     page = signed_in("admin")
     page.get_by_role("button", name="Browse").click()
     page.get_by_role("menuitem", name="Enrichment snapshots").click()
-    expect(page).to_have_url(re.compile(r"/plugin/enrichment-snapshots$"))
+    expect(page).to_have_url(re.compile(r"/plugin/enrichment-snapshots\b"))
     page_in_airflow = page.frame_locator("iframe")
     expect(page_in_airflow.get_by_role("heading", name="Enrichment snapshots")).to_be_visible()
     expect(page_in_airflow.get_by_text("Signed in as admin")).to_be_visible()
 
 
-def test_an_operator_clears_a_run_failed_by_an_outage_and_watches_it_resume(stack, signed_in):
-    api, services, tmp = stack
-    day = "2024-05-01"
-    key = namespace(day)
-    write_day(tmp, day)
-    run_id = trigger(services, day)
-    task_page = f"/dags/{DAG}/runs/{quote(run_id)}/tasks/enrich"
-    page = signed_in("admin")
-
-    # The task's extra link, published when the try starts, opens this run's namespace.
+def open_the_extra_link(page, task_page: str, key: NamespaceKey) -> None:
+    """The task's *Snapshot progress* link (Details tab), published when the try starts,
+    opens this run's namespace; it shows once the driver has written its job record."""
     page.goto(f"{task_page}/details")
     link = page.get_by_role("link", name="Snapshot progress")
     reload_until(page, link)
     link.click()
     expect(page).to_have_url(re.compile(re.escape(page_url(DAG, "enrich", key.interval_start))))
+    reload_until(page, page.locator('section[data-running="true"]'))
     expect(page.locator("section")).to_have_count(1)
 
-    # Live progress: the counts grow without a reload, with a rate and an ETA.
+
+def watch_live_progress(page, key: NamespaceKey) -> None:
+    """The counts grow without a reload, with a rate and an ETA."""
     section = namespace_section(page, key)
-    reload_until(page, page.locator('section[data-running="true"]'))
     total = total_cell(section)
     page.evaluate("window.notReloaded = true")
     before = total.inner_text()
     expect(total).not_to_have_text(before, timeout=SLOW_MS)
     assert page.evaluate("window.notReloaded === true"), "the page reloaded itself"
-    expect(section.get_by_text(re.compile(r"\d+ rec/s · ETA "))).to_be_visible()
+    expect(section.get_by_text(re.compile(r"\d+ rec/s · ETA \d"))).to_be_visible()
     page.screenshot(path=ARTIFACTS / "snapshot-page-during-run.png", full_page=True)
 
-    # Progress in Airflow's own task view: its "Task State Store" (Storage) tab.
-    page.goto(f"{task_page}/task-state-store")
-    reload_until(page, page.get_by_text(re.compile(r"[\d ]+ / 12 000 committed, epoch \d+")))
 
-    # The API breaks; Airflow's retry fails too, and an operator marks the try failed.
-    fail_first_try_by_outage(api, services, tmp, day, run_id)
+def interrupted_by_an_outage(stack, page, run_id: str, key: NamespaceKey) -> None:
+    """The API breaks; the try fails and an operator marks it failed (no more retries).
+    The page says interrupted, matches the manifests, and does not poll."""
+    api, services, tmp = stack
+    fail_first_try_by_outage(api, services, tmp, key.interval_start[:10], run_id)
     services.request(
         "PATCH",
         f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances/enrich",
@@ -248,19 +243,21 @@ def test_an_operator_clears_a_run_failed_by_an_outage_and_watches_it_resume(stac
     assert_page_matches_manifests(section, store_of(stack), key)
     page.screenshot(path=ARTIFACTS / "snapshot-page-after-interruption.png", full_page=True)
 
-    # The API is back: Clear in Airflow's UI, as an operator would.
-    api.heal()
+
+def clear_in_airflow(page, task_page: str) -> None:
     page.goto(task_page)
     page.get_by_role("button", name=re.compile("to clear", re.IGNORECASE)).click()
     page.get_by_role("dialog").get_by_role("button", name="Confirm").click()
     expect(page.get_by_role("dialog")).to_be_hidden()
 
-    # The retry resumes; the page follows it to the total by itself, then stops polling.
+
+def watch_the_retry_reach_the_total(page, key: NamespaceKey) -> None:
+    """The page follows the resumed run to the total by itself, then stops polling (the
+    retry may be done already when the page loads: then it shows the final count)."""
     page.goto(page_url(DAG, "enrich", key.interval_start))
-    # (the retry may already be done when the page loads: then it shows the final count)
     finished = page.get_by_text("completed: 12 000 of 12 000 records")
     reload_until(page, page.locator('section[data-running="true"]').or_(finished))
-    total = total_cell(section)
+    total = total_cell(namespace_section(page, key))
     expect(total).to_have_text(f"{spaced(ROWS)} / {spaced(ROWS)}", timeout=SLOW_MS)
     expect(finished).to_be_visible()
     expect(page.locator("body")).to_have_attribute("data-polling", "stopped")
@@ -269,6 +266,28 @@ def test_an_operator_clears_a_run_failed_by_an_outage_and_watches_it_resume(stac
     page.wait_for_timeout(3 * POLL_MS)  # no state to wait for: checking that nothing happens
     assert polls == [], f"the page kept polling after the run finished: {polls}"
 
+
+def test_an_operator_clears_a_run_failed_by_an_outage_and_watches_it_resume(stack, signed_in):
+    api, services, tmp = stack
+    day = "2024-05-01"
+    key = namespace(day)
+    write_day(tmp, day)
+    api.post("/faults", {"latency_ms": 300})  # slow enough to watch (healed below)
+    run_id = trigger(services, day)
+    task_page = f"/dags/{DAG}/runs/{quote(run_id)}/tasks/enrich"
+    page = signed_in("admin")
+
+    open_the_extra_link(page, task_page, key)
+    watch_live_progress(page, key)
+    # Progress in Airflow's own task view: its Storage tab (the "Task State Store").
+    page.goto(f"{task_page}/task-state-store")
+    reload_until(page, page.get_by_text(re.compile(r"[\d ]+ / 12 000 committed, epoch \d+")))
+
+    interrupted_by_an_outage(stack, page, run_id, key)
+    api.heal()
+    clear_in_airflow(page, task_page)
+    watch_the_retry_reach_the_total(page, key)
+
     assert_run_succeeds(services, run_id)
     summary = summary_of(services, run_id)
     assert summary["resumed"] is True and summary["enriched"] + summary["dead_letters"] == ROWS
@@ -276,9 +295,8 @@ def test_an_operator_clears_a_run_failed_by_an_outage_and_watches_it_resume(stac
     page.get_by_placeholder("Search logs").fill("resuming epoch")
     expect(page.get_by_text(re.compile(r"resuming epoch \d+: [\d ]+ of 12 000"))).to_be_visible()
     page.goto(f"{task_page}/task-state-store")
-    expect(
-        page.get_by_text("12 000 / 12 000 done (0 dead letters), output published")
-    ).to_be_visible()
+    published = page.get_by_text("12 000 / 12 000 done (0 dead letters), output published")
+    expect(published).to_be_visible()
 
 
 def test_discard_asks_for_confirmation_then_removes_the_namespace(stack, signed_in):
