@@ -7,6 +7,7 @@ the same views, so the HTML and the JSON never disagree.
 from __future__ import annotations
 
 import logging
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -40,20 +41,10 @@ def _utc(ms: int | None) -> str | None:
 
 def partition_view(p: PartitionProgress) -> PartitionView:
     return PartitionView(
-        partition=p.partition,
-        epoch=p.epoch,
-        input_offset=p.input_offset,
-        records_total=p.records_total,
-        committed_rows=p.committed_rows,
-        dead_letter_rows=p.dead_letter_rows,
+        **{**asdict(p), "committed_at": p.committed_at.isoformat(), "stats": dict(p.stats)},
         done_rows=p.done_rows,
-        in_flight=p.in_flight,
-        watermark=p.watermark,
         watermark_utc=_utc(p.watermark),
-        committed_at=p.committed_at.isoformat(),
-        attempt=p.attempt,
         finished=bool(p.stats.get("finished")),
-        stats=dict(p.stats),
     )
 
 
