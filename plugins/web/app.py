@@ -107,12 +107,14 @@ def list_namespaces(namespaces: ReadableNamespaces) -> list[NamespaceView]:
 
 @app.get("/api/namespaces/{dag_id}/{task_id}/{interval_start}", dependencies=[_read])
 def get_namespace(request: Request, store: StoreDep, key: ReadableKey) -> NamespaceView:
-    """One namespace's progress; 404 when nothing is stored under it."""
+    """One namespace's progress; 404 when nothing is stored under it (a run that holds
+    its lease but has not written its job record yet counts: the page polls it)."""
     with storage_errors_as_503():
         if (
             store.partitions(key)
             or store.read_job_record(key) is not None
             or store.read_completed(key) is not None
+            or store.lease(key, owner="").read() is not None
         ):
             return read_namespace(store, key, _base(request))
     raise HTTPException(status.HTTP_404_NOT_FOUND, "No snapshots stored for this namespace")

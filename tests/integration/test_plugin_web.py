@@ -490,6 +490,15 @@ def test_a_completed_run_shows_the_totals_of_its_summary(server: Server) -> None
     assert "<td>10 / 10" in page.text and "completed: output published" in page.text
 
 
+def test_a_run_holding_its_lease_before_its_first_commit_is_shown_running(server: Server) -> None:
+    """The page polls a namespace from the moment its run takes the lease: the detail
+    answers before the job record or any snapshot exists."""
+    key = NamespaceKey(DAG, "starting_task", INTERVAL)
+    SnapshotStore(str(server.snapshot_root)).lease(key, owner="run-9", ttl_s=3600).acquire(0)
+    detail = server.call("viewer", "GET", _path(key), 200).json()
+    assert detail["running"] is True and detail["partitions"] == []
+
+
 def test_viewer_may_not_discard(server: Server) -> None:
     response = server.call("viewer", "POST", _path(VIEWER_DISCARD_KEY, "/discard"), 403)
     assert "detail" in response.json()
