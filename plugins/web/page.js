@@ -100,7 +100,14 @@ function update(section, ns) {
   const t = ns.totals;
   section.dataset.running = String(ns.running);
   section.querySelector(".summary").textContent = t.summary;
-  section.querySelector(".reported").textContent = t.partitions_reported;
+  section.querySelector(".facts").innerHTML = `${t.partitions_reported} of ${t.partition_count}`
+    + ` partitions reported · combined watermark ${watermark(t.watermark, t.watermark_utc)}`
+    + ` · last commit ${text(t.last_committed_at)}`;
+  const c = t.cost;
+  section.querySelector(".cost").textContent = `${count(c.requests_made)} API calls made · `
+    + `saved: ${count(c.response_cache_hits)} by the response cache, `
+    + `${count(c.coalesced_calls)} by sharing identical requests, `
+    + `${count(c.calls_saved_by_resume)} by resuming`;
   const idle = ns.completed ? "completed" : "not running";
   section.querySelector(".pace").textContent = ns.running ? pace(section, t) : idle;
   const empty = ns.completed ? "completed: output published" : "no committed snapshot yet";

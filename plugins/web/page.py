@@ -56,6 +56,15 @@ def _cost(cost: CostView) -> str:
     )
 
 
+def _facts(ns: NamespaceView) -> str:
+    t = ns.totals
+    return (
+        f"{t.partitions_reported} of {t.partition_count} partitions reported · combined "
+        f"watermark {_watermark(t.watermark, t.watermark_utc)} · last commit "
+        f"{_text(t.last_committed_at)}"
+    )
+
+
 def _state(p: PartitionView, running: bool) -> str:
     if p.finished:
         return "finished"
@@ -134,11 +143,8 @@ def _namespace_section(ns: NamespaceView, editable: bool) -> str:
       <h2>{escape(ns.dag_id)} <span class="muted">/</span> {escape(ns.task_id)}
         <span class="muted">/</span> {escape(ns.interval_start)}</h2>
       <div class="muted"><span class="summary">{escape(t.summary)}</span> ·
-        <span class="pace">{pace}</span> · <span class="reported">{t.partitions_reported}</span>
-        of {t.partition_count} partitions reported · combined watermark
-        {_watermark(t.watermark, t.watermark_utc)} · last commit
-        {_text(t.last_committed_at)}</div>
-      <div class="muted">{_cost(t.cost)}</div>
+        <span class="pace">{pace}</span> · <span class="facts">{_facts(ns)}</span></div>
+      <div class="muted cost">{_cost(t.cost)}</div>
     </div>
     <div>{_discard_button(ns, editable)} <span class="status muted"></span></div>
   </div>

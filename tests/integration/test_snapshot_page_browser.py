@@ -226,7 +226,7 @@ def watch_live_progress(page, key: NamespaceKey) -> None:
     expect(total).not_to_have_text(before, timeout=SLOW_MS)
     assert page.evaluate("window.notReloaded === true"), "the page reloaded itself"
     expect(section.get_by_text(re.compile(r"\d+ rec/s · ETA \d"))).to_be_visible()
-    page.screenshot(path=ARTIFACTS / "snapshot-page-during-run.png", full_page=True)
+    expect(section.get_by_text(re.compile(r"of 4 partitions reported"))).to_be_visible()
 
 
 def interrupted_by_an_outage(stack, page, run_id: str, key: NamespaceKey) -> None:
@@ -292,6 +292,12 @@ def test_an_operator_clears_a_run_failed_by_an_outage_and_watches_it_resume(stac
     # Progress in Airflow's own task view: its Storage tab (the "Task State Store").
     page.goto(f"{task_page}/task-state-store")
     reload_until(page, page.get_by_text(re.compile(r"[\d ]+ / 12 000 committed, epoch \d+")))
+    # The page as Browse shows it, for the README.
+    page.goto("/plugin/enrichment-snapshots")
+    expect(
+        page.frame_locator("iframe").get_by_text(re.compile(r"\d+ rec/s · ETA \d"))
+    ).to_be_visible(timeout=RELOAD_MS)
+    page.screenshot(path=ARTIFACTS / "snapshot-page-during-run.png")
 
     interrupted_by_an_outage(stack, page, run_id, key)
     api.heal()
