@@ -53,7 +53,8 @@ def test_make_demo_from_a_fresh_clone(tmp_path):
     assert "first try failed during the outage" in output
     # Between the tries the progress line says what happens, not the failed try's figures.
     waiting = re.search(
-        r"try 1 failed \(API outage\); Airflow retries in \d+ s; ([\d ]+) records are safe",
+        r"try 1 failed \(API outage\); Airflow retries (?:in \d+ s|now)[^;]*; "
+        r"([\d ]+) records are safe in snapshots",
         output,
     )
     assert waiting, output[-5000:]
