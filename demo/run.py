@@ -75,8 +75,11 @@ class Demo:
         if waiting is not None:
             self._samples.clear()  # the next try's rate starts from its own first sample
             status = waiting
+        elif not progress.partitions and self.done:
+            status = f"try {try_number} done: output written, snapshots cleared"
         elif not (ours := _committed_by(progress, try_number)):
-            status = f"try {try_number}: no snapshot committed by it yet"
+            safe = f"{self.done:,}".replace(",", " ")
+            status = f"try {try_number} started: no new snapshot yet ({safe} records safe)"
         else:
             in_flight = sum(p.in_flight for p in ours if not p.stats.get("finished"))
             status = f"{self._rate():>6.0f} rec/s  {in_flight:>4} in flight  try {try_number}"
