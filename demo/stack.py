@@ -120,7 +120,12 @@ def airflow_env(
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "demo.airflow_sqlite.CONNECT_ARGS",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC": "demo.airflow_sqlite.CONNECT_ARGS",
+        # The api-server's async sessions keep deferred transactions: BEGIN IMMEDIATE there
+        # holds the write lock across awaits, and the UI's parallel requests then wait out
+        # the busy timeout (60 s each; the browser test saw every page hang).
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC": (
+            "demo.airflow_sqlite.MIGRATE_CONNECT_ARGS"
+        ),
         "AIRFLOW_CONN_SPARK_ENRICH": json.dumps({"conn_type": "spark", "host": spark_master}),
         "AIRFLOW_CONN_ENRICHMENT_API": json.dumps(
             {
