@@ -120,12 +120,7 @@ def airflow_env(
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "demo.airflow_sqlite.CONNECT_ARGS",
-        # The api-server's async sessions keep deferred transactions: BEGIN IMMEDIATE there
-        # holds the write lock across awaits, and the UI's parallel requests then wait out
-        # the busy timeout (60 s each; the browser test saw every page hang).
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC": (
-            "demo.airflow_sqlite.MIGRATE_CONNECT_ARGS"
-        ),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC": "demo.airflow_sqlite.CONNECT_ARGS",
         "AIRFLOW_CONN_SPARK_ENRICH": json.dumps({"conn_type": "spark", "host": spark_master}),
         "AIRFLOW_CONN_ENRICHMENT_API": json.dumps(
             {
@@ -169,6 +164,15 @@ def init_airflow(env: dict[str, str], *more: tuple[str, ...]) -> None:
         assert result.returncode == 0, result.stdout + result.stderr
 
 
+#: The api-server keeps SQLite's deferred transactions: with BEGIN IMMEDIATE its sessions
+#: hold the write lock while a request runs, and the UI's parallel requests then wait out
+#: the 60 s busy timeout (every page of the browser test hung).
+_DEFERRED = {
+    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "demo.airflow_sqlite.MIGRATE_CONNECT_ARGS",
+    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC": "demo.airflow_sqlite.MIGRATE_CONNECT_ARGS",
+}
+
+
 class AirflowServices:
     def __init__(self, env: dict[str, str], home: Path, users: Users | None = None) -> None:
         self.port = free_port()
@@ -200,7 +204,7 @@ class AirflowServices:
             self.processes.append(
                 subprocess.Popen(
                     [str(BIN / "airflow"), *args],
-                    env=self.env,
+                    env={**self.env, **(_DEFERRED if name == "api-server" else {})},
                     cwd=ROOT,
                     stdout=log,
                     stderr=subprocess.STDOUT,
