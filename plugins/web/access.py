@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import Annotated
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from airflow.api_fastapi.app import get_auth_manager
@@ -20,8 +20,11 @@ from fastapi import Depends, HTTPException, Request, status
 from plugins.web.deps import KeyDep
 from spark_jobs.snapshots import NamespaceKey
 
+#: Airflow's ``ResourceMethod`` (declared for type checkers only).
+Method = Literal["GET", "POST", "PUT", "DELETE"]
 
-def authorized_dag_ids(user: BaseUser, dag_ids: Iterable[str], method: str) -> set[str]:
+
+def authorized_dag_ids(user: BaseUser, dag_ids: Iterable[str], method: Method) -> set[str]:
     """The subset of ``dag_ids`` the auth manager allows ``method`` on for ``user``.
 
     Asks per DAG id with the DAG's team (the same question ``requires_access_dag`` asks).
@@ -59,7 +62,7 @@ def _known_dag_ids(dag_ids: set[str]) -> set[str]:
         return set(session.scalars(select(DagModel.dag_id).where(DagModel.dag_id.in_(dag_ids))))
 
 
-def _require(user: BaseUser, key: NamespaceKey, method: str) -> NamespaceKey:
+def _require(user: BaseUser, key: NamespaceKey, method: Method) -> NamespaceKey:
     """403 unless ``user`` may ``method`` the DAG (``requires_access_dag`` lets anyone with
     access to all DAGs through for a DAG the metadata database does not know)."""
     if key.dag_id not in authorized_dag_ids(user, {key.dag_id}, method):

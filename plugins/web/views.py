@@ -131,7 +131,8 @@ def _completed_totals(summary: dict[str, Any]) -> TotalsView:
     partitions, records = number("partitions"), number("records_in")
     enriched, dead = number("enriched"), number("dead_letters")
     watermark = summary.get("watermark") if isinstance(summary.get("watermark"), int) else None
-    cost = summary.get("cost") if isinstance(summary.get("cost"), dict) else {}
+    recorded = summary.get("cost")
+    cost: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
     return TotalsView(
         partition_count=partitions,
         partitions_reported=partitions,
