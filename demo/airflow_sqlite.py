@@ -16,10 +16,12 @@ api-server, task processes and CLI commands share one file on a busy machine:
   (``isolation_level=None``) and the ``begin`` event emits ``BEGIN IMMEDIATE``.
 
 Transactions run one at a time, which is what SQLite allows for writers anyway; on a
-real deployment use PostgreSQL, as ``docker-compose.yaml`` does. ``airflow db migrate``
-is the exception (``MIGRATE_CONNECT_ARGS``): it holds a lock transaction on one
-connection while it creates the tables on another, which an up-front write lock would
-deadlock; nothing else runs while it does. Named by
+real deployment use PostgreSQL, as ``docker-compose.yaml`` does. Two processes keep the
+driver's deferred transactions (``DEFERRED_CONNECT_ARGS``), because they hold a
+transaction on one connection while they use another, which an up-front write lock
+turns into a wait for the busy timeout: ``airflow db migrate`` (a lock transaction while
+it creates the tables), and the api-server, whose concurrent UI requests each held the
+write lock for a whole request (every page hung for a minute). Named by
 ``AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS`` (and ``..._ASYNC``), so Airflow imports
 this module, and with it the listener, in every process before it creates an engine.
 """
@@ -34,7 +36,7 @@ BUSY_TIMEOUT_S = 60
 #: For the sync engine (sqlite3) and the async one (aiosqlite): both take these.
 CONNECT_ARGS = {"timeout": BUSY_TIMEOUT_S, "isolation_level": None}
 #: The driver's own deferred transactions, with the long busy timeout.
-MIGRATE_CONNECT_ARGS = {"timeout": BUSY_TIMEOUT_S}
+DEFERRED_CONNECT_ARGS = {"timeout": BUSY_TIMEOUT_S}
 
 
 @event.listens_for(Engine, "begin")

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import shutil
 import sys
 import time
 from collections import deque
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +26,8 @@ import pyarrow.parquet as pq
 
 from demo.generate import generate_rows, write
 from demo.stack import ROOT, airflow_env, airflow_services, demo_api, init_airflow
-from spark_jobs.snapshots import NamespaceKey, SnapshotStore
-from spark_jobs.snapshots.resume import read_progress
+from spark_jobs.snapshots import NamespaceKey, PartitionProgress, SnapshotStore
+from spark_jobs.snapshots.resume import NamespaceProgress, read_progress
 
 DAG = "enrich_customers"
 DAY = "2024-01-01"
@@ -42,6 +44,7 @@ class Demo:
         self.started = time.monotonic()
         self._samples: deque[tuple[float, int]] = deque(maxlen=20)  # ~10 s of polls
         self.done = 0
+        self._width = 0  # of the longest progress line so far
 
     def prepare(self) -> None:
         shutil.rmtree(self.workdir, ignore_errors=True)
@@ -55,29 +58,43 @@ class Demo:
         write(rows, self.data / "input" / DAY_2 / "events.jsonl", "jsonl")
         say(f"generated {more} events for {DAY_2}: mostly the same customers")
 
-    def progress(self, try_number: int) -> int:
+    def progress(self, try_number: int, waiting: str | None = None) -> int:
         """One progress line, from the snapshots the Spark tasks commit (the namespace is
-        deleted after success, so the last figures stay on screen)."""
+        deleted after success, so the last figures stay on screen). ``waiting`` replaces
+        the rate and in-flight count while no try runs: those would be the failed try's."""
         try:
             progress = read_progress(SnapshotStore(str(self.snapshots)), self.key)
         except FileNotFoundError:
             return self.done
-        if progress.partitions:
-            self.done = progress.done
-        now = time.monotonic()
-        self._samples.append((now, self.done))
-        then, done_then = self._samples[0]
-        rate = (self.done - done_then) / (now - then) if now > then else 0.0
+        # max: while the job replaces its snapshots by the completion record, a reading
+        # sees only some partitions.
+        self.done = max(self.done, progress.done)
         width = 30
         filled = int(width * min(self.done / self.rows, 1))
         bar = "#" * filled + "." * (width - filled)
-        print(
-            f"\r  [{bar}] {self.done:>6}/{self.rows} records  {max(rate, 0):>6.0f} rec/s  "
-            f"{progress.in_flight:>4} in flight  try {try_number}",
-            end="",
-            flush=True,
-        )
+        if waiting is not None:
+            self._samples.clear()  # the next try's rate starts from its own first sample
+            status = waiting
+        elif not progress.partitions and self.done:
+            status = f"try {try_number} done: output written, snapshots cleared"
+        elif not (ours := _committed_by(progress, try_number)):
+            safe = f"{self.done:,}".replace(",", " ")
+            status = f"try {try_number} started: no new snapshot yet ({safe} records safe)"
+        else:
+            in_flight = sum(p.in_flight for p in ours if not p.stats.get("finished"))
+            status = f"{self._rate():>6.0f} rec/s  {in_flight:>4} in flight  try {try_number}"
+        # Pad to wipe the rest of a longer line written before.
+        line = f"  [{bar}] {self.done:>6}/{self.rows} records  {status}"
+        print(f"\r{line:<{self._width}}", end="", flush=True)
+        self._width = max(self._width, len(line))
         return self.done
+
+    def _rate(self) -> float:
+        """Records per second over the last ~10 s of samples of the running try."""
+        now = time.monotonic()
+        self._samples.append((now, self.done))
+        then, done_then = self._samples[0]
+        return max((self.done - done_then) / (now - then), 0.0) if now > then else 0.0
 
     def run(self) -> dict[str, Any]:
         self.prepare()
@@ -147,12 +164,28 @@ class Demo:
         api.heal()
         print()
         say("first try failed during the outage (as planned); API healed; waiting for the retry")
+        retry_at = _retry_time(af, run_id)
         while af.dag_run(DAG, run_id)["state"] not in ("success", "failed"):
-            self.progress(2)
+            ti = af.task_instance(DAG, run_id, "enrich")
+            if ti["try_number"] > 1 and ti["state"] in ("running", "success"):
+                self.progress(ti["try_number"])
+            else:
+                self.progress(1, self._waiting_line(ti, retry_at))
             time.sleep(0.5)
         print()
         if af.dag_run(DAG, run_id)["state"] != "success":
             raise SystemExit(f"make demo: the run failed; logs under {self.workdir / 'airflow'}")
+
+    def _waiting_line(self, ti: dict[str, Any], retry_at: datetime) -> str:
+        """What happens between the failed try and the running retry."""
+        safe = f"{self.done:,}".replace(",", " ")
+        if ti["state"] == "up_for_retry":
+            seconds = (retry_at - datetime.now(UTC)).total_seconds()
+            when = f"in {seconds:.0f} s" if seconds >= 1 else "now (the scheduler picks it up)"
+            step = f"Airflow retries {when}"
+        else:
+            step = f"try {ti['try_number']} {ti['state'] or 'scheduled'}, starting Spark"
+        return f"try 1 failed (API outage); {step}; {safe} records are safe in snapshots"
 
     def _check_alive(self, af, run_id: str) -> None:
         run_state = af.dag_run(DAG, run_id)["state"]
@@ -162,6 +195,20 @@ class Demo:
             raise SystemExit(
                 "make demo: no progress in 10 minutes; see the logs under " + str(self.workdir)
             )
+
+
+def _committed_by(progress: NamespaceProgress, try_number: int) -> list[PartitionProgress]:
+    """The partitions whose latest commit is this try's (the operator puts the try in the
+    job's run id): other figures, such as the in-flight count, are an earlier try's."""
+    return [p for p in progress.partitions if f".try{try_number}." in str(p.stats.get("run_id"))]
+
+
+def _retry_time(af, run_id: str) -> datetime:
+    """When Airflow retries the failed try: its end plus the task's ``retry_delay``."""
+    ti = af.task_instance(DAG, run_id, "enrich")
+    delay = af.request("GET", f"/api/v2/dags/{DAG}/tasks/enrich")["retry_delay"] or {}
+    seconds = delay.get("days", 0) * 86_400 + delay.get("seconds", 0)
+    return datetime.fromisoformat(ti["end_date"]) + timedelta(seconds=seconds)
 
 
 def _summary(af, run_id: str) -> dict[str, Any]:
@@ -232,6 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     if not shutil.which("java"):
         print("make demo: Java 17 not found: install openjdk-17-jre-headless", file=sys.stderr)
         return 2
+    # The progress line reads manifests while the job replaces them by its completion
+    # record: the store's warnings about the vanishing files would only interrupt it.
+    logging.getLogger("spark_jobs.snapshots").setLevel(logging.ERROR)
     started = time.monotonic()
     summary = Demo(Path(args.workdir), args.rows).run()
     print_summary(summary, time.monotonic() - started)

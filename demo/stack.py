@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from demo.users import Users
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
@@ -148,24 +150,35 @@ def airflow(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess
     )
 
 
-def init_airflow(env: dict[str, str]) -> None:
-    """Create the metadata database and the pool that caps concurrent API load."""
-    migrate_env = {
-        **env,
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "demo.airflow_sqlite.MIGRATE_CONNECT_ARGS",
-    }
-    for command, command_env in (
-        (("db", "migrate"), migrate_env),
-        (("pools", "set", "enrichment_api", "4", "API load"), env),
-    ):
+def init_airflow(env: dict[str, str], *more: tuple[str, ...]) -> None:
+    """Create the metadata database and the pool that caps concurrent API load, then run
+    ``more`` commands (e.g. ``("teams", "sync")``)."""
+    migrate_env = {**env, **_DEFERRED}
+    pool = ("pools", "set", "enrichment_api", "4", "API load")
+    steps = [(("db", "migrate"), migrate_env), (pool, env), *((command, env) for command in more)]
+    for command, command_env in steps:
         result = airflow(command_env, *command)
         assert result.returncode == 0, result.stdout + result.stderr
 
 
+#: ``airflow db migrate`` and the api-server keep SQLite's deferred transactions (see
+#: ``demo.airflow_sqlite``): with BEGIN IMMEDIATE the api-server's sessions hold the write
+#: lock while a request runs, and the UI's parallel requests wait out the busy timeout.
+_DEFERRED = dict.fromkeys(
+    (
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC",
+    ),
+    "demo.airflow_sqlite.DEFERRED_CONNECT_ARGS",
+)
+
+
 class AirflowServices:
-    def __init__(self, env: dict[str, str], home: Path) -> None:
+    def __init__(self, env: dict[str, str], home: Path, users: Users | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.users = users
+        self._tokens: dict[str, str] = {}
         self.env = {
             **env,
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
@@ -176,6 +189,7 @@ class AirflowServices:
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
             "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "300",
+            **(users.env(home) if users else {}),
         }
         self.home = home
         self.processes: list[subprocess.Popen] = []
@@ -190,7 +204,7 @@ class AirflowServices:
             self.processes.append(
                 subprocess.Popen(
                     [str(BIN / "airflow"), *args],
-                    env=self.env,
+                    env={**self.env, **(_DEFERRED if name == "api-server" else {})},
                     cwd=ROOT,
                     stdout=log,
                     stderr=subprocess.STDOUT,
@@ -218,11 +232,30 @@ class AirflowServices:
             for path in sorted(self.home.glob("*.log"))
         )
 
+    def token(self, name: str) -> str:
+        """A JWT of user ``name`` (what the UI keeps in its ``_token`` cookie)."""
+        if name not in self._tokens:
+            assert self.users is not None, "no users: everyone is admin without signing in"
+            _, password = self.users.accounts[name]
+            credentials = {"username": name, "password": password}
+            request = urllib.request.Request(
+                f"{self.url}/auth/token",
+                data=json.dumps(credentials).encode(),
+                headers={"Content-Type": "application/json"},
+            )
+            with urllib.request.urlopen(request, timeout=30) as response:
+                self._tokens[name] = json.loads(response.read())["access_token"]
+        return self._tokens[name]
+
     def request(self, method: str, path: str, body: Any = None) -> Any:
+        """A REST call; as the admin user when there are users."""
+        headers = {"Content-Type": "application/json"}
+        if self.users:
+            headers["Authorization"] = f"Bearer {self.token(self.users.admin)}"
         request = urllib.request.Request(
             self.url + path,
             data=None if body is None else json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
+            headers=headers,
             method=method,
         )
         with urllib.request.urlopen(request, timeout=30) as response:
@@ -258,8 +291,8 @@ def _signal_group(process: subprocess.Popen, sig: int) -> None:
 
 
 @contextmanager
-def airflow_services(env: dict[str, str], home: Path):
-    services = AirflowServices(env, home)
+def airflow_services(env: dict[str, str], home: Path, users: Users | None = None):
+    services = AirflowServices(env, home, users)
     try:
         services.start()
         yield services

@@ -26,6 +26,7 @@ import spark_jobs
 from plugins.enrichment_hook import EnrichmentApiHook
 from plugins.links import SnapshotProgressLink
 from plugins.namespace import namespace_key
+from plugins.progress_reporter import reporting_progress
 from spark_jobs import defaults
 from spark_jobs.defaults import RESUME_MODES
 from spark_jobs.snapshots import NamespaceKey
@@ -164,8 +165,11 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         self.application_args = self._job_args(api, key, run_id, token_args)
         self.env_vars = {**self._python_env(), **(self.env_vars or {}), **token_env}
         api.log_resume_plan(key, self.resume)
+        SnapshotProgressLink().publish(context)
         try:
-            super().execute(context)
+            # Progress on the task's "Task State Store" tab while Spark runs.
+            with reporting_progress(context, api.snapshot_store, key):
+                super().execute(context)
         except AirflowException:
             api.fail_for_a_spent_budget(self.output_path, run_id)
             raise

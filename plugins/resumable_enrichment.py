@@ -18,6 +18,8 @@ class ResumableEnrichmentPlugin(AirflowPlugin):
             "href": f"{URL_PREFIX}/",
             "destination": "nav",
             "category": "browse",
+            # Shown inside Airflow's UI (at /plugin/enrichment-snapshots), not in a new tab.
+            "url_route": "enrichment-snapshots",
         }
     ]
     operator_extra_links = [SnapshotProgressLink()]

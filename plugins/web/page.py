@@ -1,8 +1,10 @@
 """Server-rendered HTML of the snapshot page: one self-contained document, no external assets.
 
-Renders the same namespace dicts the JSON API returns (see ``plugins.web.app``), so the page
-and the API never disagree.  Every value is HTML-escaped; the only script is a small inline
-handler that POSTs a discard through ``fetch`` with the browser's Airflow cookie.
+Renders the same :class:`~plugins.web.models.NamespaceView` objects the JSON API returns,
+so the page and the API never disagree. Every value is HTML-escaped. The inline script
+(``page.js``) posts a discard through ``fetch`` with the browser's Airflow cookie and,
+while a shown namespace is running, refreshes it from the JSON API every few seconds
+(rows rendered as :func:`_partition_row` renders them) with records/s and an ETA.
 """
 
 from __future__ import annotations
@@ -10,58 +12,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from html import escape
+from importlib.resources import files
 from typing import Any
 
-_STYLE = """
-body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:1.5rem;color:#1b1f24}
-h1{font-size:1.4rem;margin:0 0 .3rem}
-h2{font-size:1.05rem;margin:0}
-.muted{color:#57606a}
-.filters{margin:.8rem 0 1.2rem}
-.filters input{padding:.25rem .4rem;margin-right:.4rem}
-section{border:1px solid #d0d7de;border-radius:6px;padding:.8rem 1rem;margin:0 0 1rem}
-.head{display:flex;justify-content:space-between;align-items:baseline;gap:1rem;flex-wrap:wrap}
-table{border-collapse:collapse;width:100%;margin-top:.6rem;font-size:.9rem}
-th,td{border-bottom:1px solid #eaeef2;padding:.3rem .5rem;text-align:right;white-space:nowrap}
-th:first-child,td:first-child{text-align:left}
-tfoot td{font-weight:600;border-top:2px solid #d0d7de}
-.bar{display:inline-block;width:6rem;height:.55rem;background:#eaeef2;border-radius:3px;
-     vertical-align:middle;margin-left:.4rem;overflow:hidden}
-.bar>span{display:block;height:100%;background:#2da44e}
-button{padding:.3rem .8rem;border:1px solid #cf222e;background:#fff;color:#cf222e;
-       border-radius:5px;cursor:pointer}
-button:disabled{border-color:#d0d7de;color:#8c959f;cursor:not-allowed}
-.error{color:#cf222e}
-.empty{padding:1rem;border:1px dashed #d0d7de;border-radius:6px}
-"""
+from plugins.web.models import CostView, NamespaceView, PartitionView
 
-_SCRIPT = """
-document.addEventListener("click", async (event) => {
-  const button = event.target.closest("button[data-discard]");
-  if (!button || button.disabled) return;
-  const label = button.getAttribute("data-label");
-  if (!confirm("Discard all snapshots of " + label + "?\\n"
-               + "The next run of this task starts from scratch.")) return;
-  const status = button.parentElement.querySelector(".status");
-  button.disabled = true;
-  status.textContent = "discarding…";
-  try {
-    const response = await fetch(button.getAttribute("data-discard"), {
-      method: "POST", credentials: "same-origin", headers: {"Accept": "application/json"}});
-    const body = await response.json().catch(() => ({}));
-    if (!response.ok) {
-      const detail = typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail);
-      throw new Error((body.detail && detail) || ("HTTP " + response.status));
-    }
-    status.textContent = body.discarded ? "discarded" : "already gone";
-    setTimeout(() => window.location.reload(), 600);
-  } catch (error) {
-    status.textContent = "failed: " + error.message;
-    status.className = "status error";
-    button.disabled = false;
-  }
-});
-"""
+_STYLE = files(__package__).joinpath("page.css").read_text()
+_SCRIPT = files(__package__).joinpath("page.js").read_text()
+#: How often the page refreshes a running namespace.
+POLL_MS = 3_000
 
 
 def _text(value: Any, missing: str = "—") -> str:
@@ -88,23 +47,39 @@ def _watermark(value: int | None, utc: str | None) -> str:
     return f'<span title="{_text(value)} ms">{_text(utc or value)}</span>'
 
 
-def _cost(cost: Mapping[str, int]) -> str:
+def _cost(cost: CostView) -> str:
     return (
-        f"{_count(cost['requests_made'])} API calls made · saved: "
-        f"{_count(cost['response_cache_hits'])} by the response cache, "
-        f"{_count(cost['coalesced_calls'])} by sharing identical requests, "
-        f"{_count(cost['calls_saved_by_resume'])} by resuming"
+        f"{_count(cost.requests_made)} API calls made · saved: "
+        f"{_count(cost.response_cache_hits)} by the response cache, "
+        f"{_count(cost.coalesced_calls)} by sharing identical requests, "
+        f"{_count(cost.calls_saved_by_resume)} by resuming"
     )
 
 
-def _state(p: Mapping[str, Any], running: bool) -> str:
-    if p["finished"]:
+def _facts(ns: NamespaceView) -> str:
+    t = ns.totals
+    return (
+        f"{t.partitions_reported} of {t.partition_count} partitions reported · combined "
+        f"watermark {_watermark(t.watermark, t.watermark_utc)} · last commit "
+        f"{_text(t.last_committed_at)}"
+    )
+
+
+def _state(p: PartitionView, running: bool) -> str:
+    if p.finished:
         return "finished"
-    if p["stats"].get("budget_exhausted"):
+    if p.stats.get("budget_exhausted"):
         return "budget spent"  # waits for a clear or the next run; not a failure
     if running:
         return "running"
-    return f"interrupted (last commit {_ago(p['committed_at'])})"
+    return f"interrupted (last commit {_ago(p.committed_at)})"
+
+
+def _when(iso: str | None) -> str:
+    """A commit time to the second; the full timestamp is its tooltip."""
+    if iso is None:
+        return "—"
+    return f'<span title="{escape(iso)}">{escape(iso[:19].replace("T", " "))}</span>'
 
 
 def _ago(committed_at: str) -> str:
@@ -115,91 +90,90 @@ def _ago(committed_at: str) -> str:
     return f"{max(seconds, 0):.0f} s ago"
 
 
-def _partition_row(p: Mapping[str, Any], running: bool) -> str:
-    state = _state(p, running)
+def _partition_row(p: PartitionView, running: bool) -> str:
     return (
         "<tr>"
-        f"<td>part {p['partition']}</td>"
-        f"<td>{_count(p['done_rows'])} / {_count(p['records_total'])}"
-        f"{_bar(p['done_rows'], p['records_total'])}</td>"
-        f"<td>{_count(p['dead_letter_rows'])}</td>"
-        f"<td>{p['epoch']}</td>"
-        f"<td>{p['in_flight']}</td>"
-        f"<td>{_watermark(p['watermark'], p['watermark_utc'])}</td>"
-        f"<td>{_text(p['committed_at'])}</td>"
-        f"<td>{_text(p['attempt'])}</td>"
-        f"<td>{state}</td>"
+        f"<td>part {p.partition}</td>"
+        f"<td>{_count(p.done_rows)} / {_count(p.records_total)}"
+        f"{_bar(p.done_rows, p.records_total)}</td>"
+        f"<td>{_count(p.dead_letter_rows)}</td>"
+        f"<td>{p.epoch}</td>"
+        f"<td>{p.in_flight}</td>"
+        f"<td>{_watermark(p.watermark, p.watermark_utc)}</td>"
+        f"<td>{_when(p.committed_at)}</td>"
+        f"<td>{_text(p.attempt)}</td>"
+        f"<td>{_state(p, running)}</td>"
         "</tr>"
     )
 
 
-def _namespace_section(ns: Mapping[str, Any], editable: bool) -> str:
-    t = ns["totals"]
-    label = f"{ns['dag_id']} / {ns['task_id']} / {ns['interval_start']}"
-    if editable:
-        button = (
-            f'<button type="button" data-discard="{escape(ns["links"]["discard"])}"'
-            f' data-label="{escape(label)}">Discard</button>'
-        )
-    else:
-        button = (
+def _discard_button(ns: NamespaceView, editable: bool) -> str:
+    if not editable:
+        return (
             '<button type="button" disabled'
             ' title="Discarding needs edit permission on this DAG">Discard</button>'
         )
+    return (
+        f'<button type="button" data-discard="{escape(ns.links.discard)}"'
+        f' data-label="{escape(ns.label)}">Discard</button>'
+    )
+
+
+def _rows(ns: NamespaceView) -> str:
     corrupt = "".join(
         f'<tr><td>part {number}</td><td colspan="7" class="muted">no valid snapshot: every '
         "manifest failed its checks; the next run starts this partition over</td>"
         "<td>corrupt</td></tr>"
-        for number in ns["corrupt_partitions"]
+        for number in ns.corrupt_partitions
     )
-    rows = "".join(_partition_row(p, ns["running"]) for p in ns["partitions"]) + corrupt or (
-        '<tr><td colspan="9" class="muted">no committed snapshot yet</td></tr>'
+    empty = "completed: output published" if ns.completed else "no committed snapshot yet"
+    return "".join(_partition_row(p, ns.running) for p in ns.partitions) + corrupt or (
+        f'<tr><td colspan="9" class="muted">{empty}</td></tr>'
     )
+
+
+def _namespace_section(ns: NamespaceView, editable: bool) -> str:
+    t = ns.totals
+    pace = "— rec/s · ETA —" if ns.running else ("completed" if ns.completed else "not running")
     return f"""
-<section data-namespace="{escape(label)}">
+<section data-namespace="{escape(ns.label)}" data-detail="{escape(ns.links.detail)}"
+  data-running="{str(ns.running).lower()}" data-done="{t.done_rows}">
   <div class="head">
     <div>
-      <h2>{escape(ns["dag_id"])} <span class="muted">/</span> {escape(ns["task_id"])}
-        <span class="muted">/</span> {escape(ns["interval_start"])}</h2>
-      <div class="muted">{escape(t["summary"])} · {t["partitions_reported"]} of
-        {t["partition_count"]} partitions reported · combined watermark
-        {_watermark(t["watermark"], t["watermark_utc"])} · last commit
-        {_text(t["last_committed_at"])}</div>
-      <div class="muted">{_cost(t["cost"])}</div>
+      <h2>{escape(ns.dag_id)} <span class="muted">/</span> {escape(ns.task_id)}
+        <span class="muted">/</span> {escape(ns.interval_start)}</h2>
+      <div class="muted"><span class="summary">{escape(t.summary)}</span> ·
+        <span class="pace">{pace}</span> · <span class="facts">{_facts(ns)}</span></div>
+      <div class="muted cost">{_cost(t.cost)}</div>
     </div>
-    <div>{button} <span class="status muted"></span></div>
+    <div>{_discard_button(ns, editable)} <span class="status muted"></span></div>
   </div>
-  <table>
+  <div class="scroll"><table>
     <thead><tr><th>Partition</th><th>Done / total</th><th>Dead letters</th><th>Epoch</th>
       <th>In flight</th><th>Watermark (UTC)</th><th>Last commit (UTC)</th><th>Attempt</th>
       <th>State</th></tr></thead>
-    <tbody>{rows}</tbody>
+    <tbody>{_rows(ns)}</tbody>
     <tfoot><tr><td>total</td>
-      <td>{_count(t["done_rows"])} / {_count(t["records_total"])}
-        {_bar(t["done_rows"], t["records_total"])}</td>
-      <td>{_count(t["dead_letter_rows"])}</td><td>{t["epoch"]}</td><td>{t["in_flight"]}</td>
-      <td>{_watermark(t["watermark"], t["watermark_utc"])}</td>
-      <td>{_text(t["last_committed_at"])}</td><td></td><td></td></tr></tfoot>
-  </table>
+      <td>{_count(t.done_rows)} / {_count(t.records_total)}
+        {_bar(t.done_rows, t.records_total)}</td>
+      <td>{_count(t.dead_letter_rows)}</td><td>{t.epoch}</td><td>{t.in_flight}</td>
+      <td>{_watermark(t.watermark, t.watermark_utc)}</td>
+      <td>{_when(t.last_committed_at)}</td><td></td><td></td></tr></tfoot>
+  </table></div>
 </section>"""
 
 
 def render_page(
-    namespaces: Iterable[Mapping[str, Any]],
+    namespaces: Iterable[NamespaceView],
     *,
     filters: Mapping[str, str | None],
     editable_dag_ids: set[str],
     user_name: str,
-    error: str | None = None,
 ) -> str:
-    """The whole HTML document; ``namespaces`` are the API's namespace dicts."""
+    """The whole HTML document."""
     namespaces = list(namespaces)
-    if error is not None:
-        body = f'<p class="error empty">{escape(error)}</p>'
-    elif namespaces:
-        body = "".join(
-            _namespace_section(ns, ns["dag_id"] in editable_dag_ids) for ns in namespaces
-        )
+    if namespaces:
+        body = "".join(_namespace_section(ns, ns.dag_id in editable_dag_ids) for ns in namespaces)
     else:
         body = '<p class="empty muted">No snapshot namespaces you may read match this filter.</p>'
     inputs = "".join(
@@ -214,7 +188,7 @@ def render_page(
 <title>Enrichment snapshots</title>
 <style>{_STYLE}</style>
 </head>
-<body>
+<body data-poll-ms="{POLL_MS}">
 <h1>Enrichment snapshots</h1>
 <div class="muted">Resumable enrichment progress per task run, from the snapshot store.
   Signed in as {escape(user_name)}.</div>

@@ -51,6 +51,14 @@ def test_make_demo_from_a_fresh_clone(tmp_path):
     records = int(summary_value(output, "records"))
     assert records == int(summary_value(output, "rows written (data + dead letters)"))
     assert "first try failed during the outage" in output
+    # Between the tries the progress line says what happens, not the failed try's figures.
+    waiting = re.search(
+        r"try 1 failed \(API outage\); Airflow retries (?:in \d+ s|now)[^;]*; "
+        r"([\d ]+) records are safe in snapshots",
+        output,
+    )
+    assert waiting, output[-5000:]
+    assert int(waiting.group(1).replace(" ", "")) > 0
     # Day 2 brings back day 1's customers: the response cache answers most of them.
     assert summary_value(output, "day 2 exactly once") == "yes"
     day_2_records = int(summary_value(output, "day 2 (2024-01-02) records"))

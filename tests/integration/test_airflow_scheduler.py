@@ -5,97 +5,40 @@ uses three namespaces."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 
-from demo.stack import airflow, airflow_env, airflow_services, demo_api, init_airflow
-from spark_jobs.snapshots import NamespaceKey, SnapshotStore
+from demo.stack import airflow
 
+from .airflow_support import (
+    DAG,
+    ROWS,
+    airflow_stack,
+    assert_run_succeeds,
+    fail_first_try_by_outage,
+    summary_of,
+    trigger,
+    write_day,
+)
 from .job_support import write_input
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow]
-DAG = "enrich_customers"
-ROWS = 12_000
-OUTAGE = {"outage_after_requests": 0, "outage_requests": 10**9}
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("airflow")
-    with demo_api("--latency-ms", "20") as api:
-        env = airflow_env(tmp / "home", api.url, tmp / "data", tmp / "snapshots")
-        init_airflow(env)
-        with airflow_services(env, tmp / "home") as services:
-            services.wait_for(
-                lambda: services.request("GET", f"/api/v2/dags/{DAG}"), 120, "DAG parsed"
-            )
-            services.request("PATCH", f"/api/v2/dags/{DAG}", {"is_paused": False})
-            try:
-                yield api, services, tmp
-            except BaseException:
-                print(services.logs())
-                raise
-
-
-def trigger(services, day: str) -> str:
-    run = services.request(
-        "POST",
-        f"/api/v2/dags/{DAG}/dagRuns",
-        {"logical_date": f"{day}T00:00:00Z", "conf": {"capacity": 10, "snapshot_interval": 1}},
-    )
-    return run["dag_run_id"]
-
-
-def committed(tmp: Path, day: str) -> int:
-    key = NamespaceKey(DAG, "enrich", f"{day}T00:00:00+00:00")
-    try:
-        return sum(
-            p.done_rows for p in SnapshotStore(str(tmp / "snapshots")).namespace_progress(key)
-        )
-    except FileNotFoundError:
-        return 0
-
-
-def fail_first_try_by_outage(api, services, tmp, day: str, run_id: str) -> tuple[int, int]:
-    """Break the API once snapshots exist; wait for the try to fail. Returns the successful
-    calls made so far and the records committed when it failed."""
-    services.wait_for(lambda: committed(tmp, day) >= ROWS // 5, 300, "snapshots", 0.3)
-    api.post("/faults", OUTAGE)
-    services.wait_for(
-        lambda: (
-            services.task_instance(DAG, run_id, "enrich")["state"] in ("up_for_retry", "failed")
-        ),
-        300,
-        "the outage to fail the try",
-    )
-    return api.get("/stats")["by_status"].get("200", 0), committed(tmp, day)
-
-
-def summary_of(services, run_id: str) -> dict:
-    entry = services.request(
-        "GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances/enrich/xcomEntries/return_value"
-    )
-    value = entry["value"]
-    return json.loads(value) if isinstance(value, str) else value
+    with airflow_stack(tmp_path_factory.mktemp("airflow")) as running:
+        yield running
 
 
 def start_day_and_break_the_api(stack, day: str) -> tuple[str, int, int]:
     """A day's input, a triggered run, and an outage that fails its first try."""
     api, services, tmp = stack
-    write_input(tmp / "data" / "input" / day / "part.jsonl", [f"{day}-{i}" for i in range(ROWS)])
+    write_day(tmp, day)
     api.post("/stats/reset")
     run_id = trigger(services, day)
     return (run_id, *fail_first_try_by_outage(api, services, tmp, day, run_id))
-
-
-def assert_run_succeeds(services, run_id: str) -> None:
-    services.wait_for(
-        lambda: services.dag_run(DAG, run_id)["state"] in ("success", "failed"), 600, "the run"
-    )
-    assert services.dag_run(DAG, run_id)["state"] == "success", services.logs()
 
 
 def assert_resumed_within_bound(api, summary, ok_calls_at_failure, committed_at_failure):

@@ -19,11 +19,9 @@ which also shows that the root is read on every request.
 from __future__ import annotations
 
 import contextlib
-import html
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -466,58 +464,39 @@ def test_page_shows_partition_progress_from_the_browser_cookie(server: Server) -
     assert f'data-discard="{_path(KEY, "/discard")}"' in admin
 
 
-# The page's inline script, run by node with just enough of a browser around it: the
-# click handler's fetch goes to the real server with the session cookie a browser sends.
-BROWSER_STUB = """
-const [base, cookie, target, label] = process.argv.slice(2);
-let onClick;
-const status = {textContent: "", className: "status muted"};
-const attributes = {"data-discard": target, "data-label": label};
-const button = {
-  disabled: false,
-  getAttribute: (name) => attributes[name],
-  parentElement: {querySelector: () => status},
-};
-const done = (code) => {
-  console.log(JSON.stringify({status: status.textContent}));
-  process.exit(code);
-};
-globalThis.document = {addEventListener: (type, handler) => { onClick = handler; }};
-globalThis.window = {location: {reload: () => done(0)}};
-globalThis.confirm = () => true;
-const browserFetch = fetch;
-globalThis.fetch = (url, init) =>
-  browserFetch(new URL(url, base), {...init, headers: {...init.headers, Cookie: cookie}});
-setTimeout(() => done(1), 15000);
-"""
+def test_the_schema_documents_the_api_for_signed_in_users(server: Server) -> None:
+    server.call(None, "GET", f"{URL_PREFIX}/openapi.json", 401)
+    schema = server.call("viewer", "GET", f"{URL_PREFIX}/openapi.json", 200).json()
+    detail = schema["paths"]["/api/namespaces/{dag_id}/{task_id}/{interval_start}"]["get"]
+    assert detail["responses"]["200"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/NamespaceView"
+    }
+    models = schema["components"]["schemas"]
+    assert {"NamespaceView", "TotalsView", "PartitionView", "DiscardResult"} <= set(models)
+    assert "records_total" in models["TotalsView"]["properties"]
 
 
-@pytest.mark.skipif(shutil.which("node") is None, reason="needs node to run the page's script")
-def test_discard_button_script_posts_with_the_session_cookie(
-    server: Server, tmp_path: Path
-) -> None:
-    cookie = f"_token={server.tokens['admin']}"
-    with httpx.Client(base_url=server.base_url, headers={"Cookie": cookie}) as client:
-        page = client.get(f"{URL_PREFIX}/", params={"task_id": BUTTON_KEY.task_id}).text
-    button = re.search(r'<button type="button" data-discard="([^"]+)" data-label="([^"]+)"', page)
-    script = re.search(r"<script>(.*)</script>", page, re.S)
-    assert button and script, page
-    target, label = (html.unescape(value) for value in button.groups())
-    assert target == _path(BUTTON_KEY, "/discard")
-    runner = tmp_path / "click.mjs"
-    runner.write_text(
-        BROWSER_STUB + script.group(1) + "\nonClick({target: {closest: () => button}});\n"
-    )
-    result = subprocess.run(
-        ["node", str(runner), server.base_url, cookie, target, label],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr + server.log_tail()
-    assert json.loads(result.stdout.strip().splitlines()[-1]) == {"status": "discarded"}
-    server.call("admin", "GET", _path(BUTTON_KEY), 404)
+def test_a_completed_run_shows_the_totals_of_its_summary(server: Server) -> None:
+    """After success the snapshots give way to a completion record: the page and the API
+    show its counts, not an empty namespace."""
+    key = NamespaceKey(DAG, "completed_task", INTERVAL)
+    summary = {"records_in": 10, "enriched": 9, "dead_letters": 1, "partitions": 2}
+    SnapshotStore(str(server.snapshot_root)).mark_completed(key, {"summary": summary})
+    detail = server.call("viewer", "GET", _path(key), 200).json()
+    assert detail["completed"] is True and detail["running"] is False
+    totals = detail["totals"]
+    assert (totals["done_rows"], totals["records_total"], totals["dead_letter_rows"]) == (10, 10, 1)
+    page = server.call("viewer", "GET", f"{URL_PREFIX}/", 200, params={"task_id": key.task_id})
+    assert "<td>10 / 10" in page.text and "completed: output published" in page.text
+
+
+def test_a_run_holding_its_lease_before_its_first_commit_is_shown_running(server: Server) -> None:
+    """The page polls a namespace from the moment its run takes the lease: the detail
+    answers before the job record or any snapshot exists."""
+    key = NamespaceKey(DAG, "starting_task", INTERVAL)
+    SnapshotStore(str(server.snapshot_root)).lease(key, owner="run-9", ttl_s=3600).acquire(0)
+    detail = server.call("viewer", "GET", _path(key), 200).json()
+    assert detail["running"] is True and detail["partitions"] == []
 
 
 def test_viewer_may_not_discard(server: Server) -> None:
@@ -586,7 +565,7 @@ def test_unset_snapshot_root_is_503(server: Server) -> None:
 def test_a_job_record_declaring_absurd_partitions_is_ignored(tmp_path: Path) -> None:
     """The valve's cost grows with the square of the partition count: a crafted job record
     must not make every page compute over 100 000 channels."""
-    from plugins.web.app import _partition_count
+    from plugins.web.views import partition_count as _partition_count
 
     store = SnapshotStore(str(tmp_path))
     store.write_job_record(KEY, {"enrichment": {"partitions": 100_000}})
@@ -645,7 +624,7 @@ def test_the_page_tells_a_running_partition_from_an_interrupted_one(server: Serv
     """Unfinished partitions of a namespace whose run holds its lease are running; with no
     live lease (the run crashed) they are interrupted, with the time of their last commit."""
     live = server.call("viewer", "GET", f"{URL_PREFIX}/", 200, params={"task_id": "live_task"})
-    assert "<td>running</td>" in live.text and "interrupted" not in live.text
+    assert "<td>running</td>" in live.text and "<td>interrupted" not in live.text
     stopped = server.call(
         "viewer", "GET", f"{URL_PREFIX}/", 200, params={"task_id": "stopped_task"}
     )

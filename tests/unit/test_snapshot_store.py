@@ -428,9 +428,7 @@ def test_interval_encoding_never_collides(store: SnapshotStore) -> None:
     assert listed == {colon: 1, underscore: 2}
 
 
-def test_list_namespaces_discard_and_mark_completed(
-    store: SnapshotStore, tmp_path: Path
-) -> None:
+def test_list_namespaces_discard_and_mark_completed(store: SnapshotStore, tmp_path: Path) -> None:
     other = NamespaceKey("enrich_dag", "enrich.partitions", "2026-11-21T00:00:00+00:00")
     for number, offset in [(0, 5), (1, 7)]:
         p = store.partition(KEY, number)

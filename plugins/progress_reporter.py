@@ -1,0 +1,110 @@
+"""A running enrichment's progress where Airflow users look: the task's *Task State Store*.
+
+Airflow 3.3 shows, on a task instance's page, a "Task State Store" tab with the key/value
+pairs the task wrote through ``context["task_state_store"]`` (Task SDK, kept across tries
+and after success). While ``spark-submit`` runs, a background thread reads the snapshot
+manifests the Spark tasks commit and writes one line there every few seconds:
+
+    progress: 48 213 / 100 000 committed, epoch 12, 64 in flight
+
+and, once the job published, the final count from its completion record. Nothing else in
+Airflow's own views can show a figure that changes while a task runs: the task instance
+note is not writable from a task (no Execution API route), an extra link's name is fixed
+per operator class, and XCom is written only when ``execute`` returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+from spark_jobs.snapshots import NamespaceKey, SnapshotStore
+from spark_jobs.snapshots.resume import read_progress
+
+logger = logging.getLogger(__name__)
+
+#: The Task State Store key the line is written under.
+PROGRESS_KEY = "progress"
+#: Seconds between two readings of the manifests.
+INTERVAL_S = 5.0
+
+
+class StateStore(Protocol):
+    """What is used of Airflow's ``TaskStateStoreAccessor``."""
+
+    def set(self, key: str, value: Any) -> None: ...
+
+
+def _spaced(number: int) -> str:
+    return f"{number:,}".replace(",", " ")
+
+
+def progress_line(store: SnapshotStore, key: NamespaceKey) -> str | None:
+    """``"48 213 / 100 000 committed, epoch 12, 64 in flight"`` from the manifests, the
+    final count once the run published, or None before the first commit."""
+    completed = store.read_completed(key)
+    summary = completed.get("summary") if completed else None
+    if isinstance(summary, dict) and "records_in" in summary:
+        done = int(summary.get("enriched", 0)) + int(summary.get("dead_letters", 0))
+        return (
+            f"{_spaced(done)} / {_spaced(int(summary['records_in']))} done "
+            f"({_spaced(int(summary.get('dead_letters', 0)))} dead letters), output published"
+        )
+    progress = read_progress(store, key)
+    if not progress.partitions:
+        return None
+    record = store.read_job_record(key) or {}
+    total = record.get("records_in")  # the driver counts the input before the tasks start
+    if not isinstance(total, int):
+        totals = [p.records_total for p in progress.partitions]
+        declared = (record.get("enrichment") or {}).get("partitions")
+        known = None not in totals and len(totals) == declared
+        total = sum(t or 0 for t in totals) if known else None
+    return (
+        f"{_spaced(progress.done)} / {'?' if total is None else _spaced(total)} committed, "
+        f"epoch {progress.epoch}, "
+        f"{progress.in_flight} in flight"
+    )
+
+
+class _Reporter(threading.Thread):
+    def __init__(self, state: StateStore, store: SnapshotStore, key: NamespaceKey) -> None:
+        super().__init__(name="enrichment-progress", daemon=True)
+        self.state, self.store, self.key = state, store, key
+        self.stopped = threading.Event()
+        self.last: str | None = None
+
+    def report(self) -> None:
+        try:
+            line = progress_line(self.store, self.key)
+            if line is not None and line != self.last:
+                self.state.set(PROGRESS_KEY, line)
+                self.last = line
+        except Exception:  # progress is a courtesy: it never fails the task
+            logger.warning("could not report enrichment progress", exc_info=True)
+
+    def run(self) -> None:
+        while not self.stopped.wait(INTERVAL_S):
+            self.report()
+
+
+@contextmanager
+def reporting_progress(context: Any, store: SnapshotStore, key: NamespaceKey) -> Iterator[None]:
+    """Report the namespace's progress to the task's state store while the block runs,
+    and once more after it (the published count, or where a failed try stopped)."""
+    state = context.get("task_state_store")
+    if state is None:  # not run by the Task SDK (e.g. an operator called directly)
+        yield
+        return
+    reporter = _Reporter(state, store, key)
+    reporter.report()  # where a resumed try starts from
+    reporter.start()
+    try:
+        yield
+    finally:
+        reporter.stopped.set()
+        reporter.join()
+        reporter.report()

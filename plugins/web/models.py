@@ -1,0 +1,91 @@
+"""Response models of the JSON API: the one description of what it returns.
+
+FastAPI validates every response against them and publishes them in the app's
+``/openapi.json``; the HTML page renders the same objects, so page and API never disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class PartitionView(BaseModel):
+    """One partition, from its best valid manifest."""
+
+    partition: int
+    epoch: int = Field(description="Snapshot epoch of the manifest (one per consistent cut).")
+    input_offset: int = Field(description="Input rows of the partition consumed at the cut.")
+    records_total: int | None = Field(description="Rows of the partition, once known.")
+    committed_rows: int = Field(description="Enriched rows committed to snapshots.")
+    dead_letter_rows: int
+    done_rows: int = Field(description="committed_rows + dead_letter_rows.")
+    in_flight: int = Field(description="Requests pending at the cut: asked again on resume.")
+    watermark: int | None = Field(description="Event-time watermark, epoch milliseconds.")
+    watermark_utc: str | None
+    committed_at: str = Field(description="When the manifest was committed (ISO 8601, UTC).")
+    attempt: str | None = Field(description="The run attempt that committed it.")
+    finished: bool
+    stats: dict[str, Any] = Field(description="Counters the partition runner recorded.")
+
+
+class CostView(BaseModel):
+    """What the run paid for and the calls it did not have to make."""
+
+    requests_made: int
+    response_cache_hits: int
+    coalesced_calls: int
+    calls_saved_by_resume: int
+
+
+class TotalsView(BaseModel):
+    """The namespace's partitions added up."""
+
+    partition_count: int = Field(description="Partitions of the job (from its job record).")
+    partitions_reported: int
+    partitions_finished: int
+    records_total: int | None = Field(description="Known once every partition reported it.")
+    done_rows: int
+    committed_rows: int
+    dead_letter_rows: int
+    in_flight: int
+    epoch: int
+    watermark: int | None = Field(description="Combined watermark of all partitions.")
+    watermark_utc: str | None
+    last_committed_at: str | None
+    summary: str = Field(description='e.g. "epoch 12: 48 213 of 100 000 records committed …"')
+    cost: CostView
+
+
+class LinksView(BaseModel):
+    detail: str
+    discard: str
+    page: str
+
+
+class NamespaceView(BaseModel):
+    """One task run's snapshots: (dag, task, data interval start)."""
+
+    dag_id: str
+    task_id: str
+    interval_start: str
+    totals: TotalsView
+    corrupt_partitions: list[int] = Field(
+        description="Partitions with manifest files but no valid manifest: started over."
+    )
+    running: bool = Field(description="A live run holds the namespace's lease.")
+    completed: bool = Field(
+        description="The run published its output: its snapshots gave way to a completion "
+        "record, whose summary the totals show."
+    )
+    partitions: list[PartitionView]
+    links: LinksView
+
+    @property
+    def label(self) -> str:
+        return f"{self.dag_id} / {self.task_id} / {self.interval_start}"
+
+
+class DiscardResult(BaseModel):
+    discarded: bool = Field(description="False when there was nothing to discard.")

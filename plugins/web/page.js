@@ -1,0 +1,149 @@
+// The snapshot page's only script (inlined by page.py): the Discard button, and live
+// progress while a shown namespace is running. Rows are rendered as page.py renders them.
+"use strict";
+
+document.addEventListener("click", async (event) => {
+  const button = event.target.closest("button[data-discard]");
+  if (!button || button.disabled) return;
+  const label = button.getAttribute("data-label");
+  if (!confirm("Discard all snapshots of " + label + "?\n"
+               + "The next run of this task starts from scratch.")) return;
+  const status = button.parentElement.querySelector(".status");
+  button.disabled = true;
+  status.textContent = "discarding…";
+  try {
+    const response = await fetch(button.getAttribute("data-discard"), {
+      method: "POST", credentials: "same-origin", headers: {"Accept": "application/json"}});
+    const body = await response.json().catch(() => ({}));
+    if (!response.ok) {
+      const detail = typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail);
+      throw new Error((body.detail && detail) || ("HTTP " + response.status));
+    }
+    status.textContent = body.discarded ? "discarded" : "already gone";
+    setTimeout(() => window.location.reload(), 600);
+  } catch (error) {
+    status.textContent = "failed: " + error.message;
+    status.className = "status error";
+    button.disabled = false;
+  }
+});
+
+// --- live progress: a small fetch of the JSON API per running namespace -------------
+
+const POLL_MS = Number(document.body.dataset.pollMs || 3000);
+const RATE_WINDOW_MS = 30000;  // records/s over about the last half minute
+const samples = new Map();     // section -> [[time ms, done rows], ...]
+
+const escapeHtml = (value) => String(value).replace(/[&<>"']/g, (c) => (
+  {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#x27;"}[c]));
+const text = (value) => escapeHtml(value === null || value === undefined ? "—" : value);
+const count = (n) => (n === null || n === undefined
+  ? "?" : n.toLocaleString("en-US").replace(/,/g, "\u202f"));
+
+function bar(done, total) {
+  if (!total) return "";
+  const percent = Math.max(0, Math.min(100, 100 * done / total)).toFixed(1);
+  return `<span class="bar" title="${percent} %"><span style="width:${percent}%"></span></span>`;
+}
+
+function when(iso) {
+  return iso === null ? "—" : `<span title="${text(iso)}">${text(iso.slice(0, 19).replace("T", " "))}</span>`;
+}
+
+function watermark(value, utc) {
+  return value === null ? "—" : `<span title="${text(value)} ms">${text(utc || value)}</span>`;
+}
+
+function ago(iso) {
+  const seconds = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
+  for (const [unit, size] of [["d", 86400], ["h", 3600], ["min", 60]]) {
+    if (seconds >= size) return `${Math.floor(seconds / size)} ${unit} ago`;
+  }
+  return `${Math.round(seconds)} s ago`;
+}
+
+function state(p, running) {
+  if (p.finished) return "finished";
+  if (p.stats.budget_exhausted) return "budget spent";
+  return running ? "running" : `interrupted (last commit ${ago(p.committed_at)})`;
+}
+
+function row(p, running) {
+  return `<tr><td>part ${p.partition}</td>`
+    + `<td>${count(p.done_rows)} / ${count(p.records_total)}${bar(p.done_rows, p.records_total)}</td>`
+    + `<td>${count(p.dead_letter_rows)}</td><td>${p.epoch}</td><td>${p.in_flight}</td>`
+    + `<td>${watermark(p.watermark, p.watermark_utc)}</td><td>${when(p.committed_at)}</td>`
+    + `<td>${text(p.attempt)}</td><td>${state(p, running)}</td></tr>`;
+}
+
+function duration(seconds) {
+  if (seconds >= 3600) return `${Math.floor(seconds / 3600)} h ${Math.round(seconds % 3600 / 60)} min`;
+  if (seconds >= 60) return `${Math.floor(seconds / 60)} min ${Math.round(seconds % 60)} s`;
+  return `${Math.round(seconds)} s`;
+}
+
+// Records/s from the samples of the last RATE_WINDOW_MS, and the time left at that rate.
+function pace(section, t) {
+  const now = Date.now();
+  const seen = (samples.get(section) || []).filter(([time]) => now - time <= RATE_WINDOW_MS);
+  seen.push([now, t.done_rows]);
+  samples.set(section, seen);
+  const [then, doneThen] = seen[0];
+  if (now === then) return "— rec/s · ETA —";
+  const rate = Math.max(0, (t.done_rows - doneThen) * 1000 / (now - then));
+  const left = t.records_total === null ? null : t.records_total - t.done_rows;
+  const eta = rate > 0 && left !== null ? duration(left / rate) : "—";
+  return `${count(Math.round(rate))} rec/s · ETA ${eta}`;
+}
+
+function update(section, ns) {
+  const t = ns.totals;
+  section.dataset.running = String(ns.running);
+  section.querySelector(".summary").textContent = t.summary;
+  section.querySelector(".facts").innerHTML = `${t.partitions_reported} of ${t.partition_count}`
+    + ` partitions reported · combined watermark ${watermark(t.watermark, t.watermark_utc)}`
+    + ` · last commit ${text(t.last_committed_at)}`;
+  const c = t.cost;
+  section.querySelector(".cost").textContent = `${count(c.requests_made)} API calls made · `
+    + `saved: ${count(c.response_cache_hits)} by the response cache, `
+    + `${count(c.coalesced_calls)} by sharing identical requests, `
+    + `${count(c.calls_saved_by_resume)} by resuming`;
+  const idle = ns.completed ? "completed" : "not running";
+  section.querySelector(".pace").textContent = ns.running ? pace(section, t) : idle;
+  const empty = ns.completed ? "completed: output published" : "no committed snapshot yet";
+  section.querySelector("tbody").innerHTML = ns.partitions.map((p) => row(p, ns.running)).join("")
+    || `<tr><td colspan="9" class="muted">${empty}</td></tr>`;
+  section.querySelector("tfoot").innerHTML = `<tr><td>total</td>`
+    + `<td>${count(t.done_rows)} / ${count(t.records_total)} ${bar(t.done_rows, t.records_total)}</td>`
+    + `<td>${count(t.dead_letter_rows)}</td><td>${t.epoch}</td><td>${t.in_flight}</td>`
+    + `<td>${watermark(t.watermark, t.watermark_utc)}</td>`
+    + `<td>${when(t.last_committed_at)}</td><td></td><td></td></tr>`;
+}
+
+async function refresh(section) {
+  const response = await fetch(section.dataset.detail, {
+    credentials: "same-origin", headers: {"Accept": "application/json"}});
+  if (response.status === 404) {  // discarded meanwhile
+    section.dataset.running = "false";
+    section.querySelector(".pace").textContent = "snapshots gone";
+  } else if (response.ok) {
+    update(section, await response.json());
+  }
+}
+
+// Polls while any shown namespace is running; stops for good once none is.
+async function poll() {
+  const live = [...document.querySelectorAll('section[data-running="true"]')];
+  if (!live.length) {
+    document.body.dataset.polling = "stopped";
+    return;
+  }
+  document.body.dataset.polling = "on";
+  await Promise.all(live.map((section) => refresh(section).catch(() => undefined)));
+  setTimeout(poll, POLL_MS);
+}
+
+document.querySelectorAll('section[data-running="true"]').forEach((section) => {
+  pace(section, {done_rows: Number(section.dataset.done), records_total: null});
+});
+setTimeout(poll, POLL_MS);
