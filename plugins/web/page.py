@@ -108,11 +108,9 @@ def _partition_row(p: PartitionView, running: bool) -> str:
 
 
 def _discard_button(ns: NamespaceView, editable: bool) -> str:
+    """Only for users who may edit the DAG: a viewer sees no button at all."""
     if not editable:
-        return (
-            '<button type="button" disabled'
-            ' title="Discarding needs edit permission on this DAG">Discard</button>'
-        )
+        return ""
     return (
         f'<button type="button" data-discard="{escape(ns.links.discard)}"'
         f' data-label="{escape(ns.label)}">Discard</button>'

@@ -344,7 +344,7 @@ def test_a_viewer_cannot_discard(stack, signed_in):
     page.goto(page_url(key.dag_id, key.task_id, key.interval_start))
     section = namespace_section(page, key)
     expect(section.get_by_role("cell", name="part 0", exact=True)).to_be_visible()
-    expect(section.get_by_role("button", name="Discard")).to_be_disabled()
+    expect(section.get_by_role("button", name="Discard")).to_have_count(0)
     path = "/".join(quote(part, safe="") for part in (key.dag_id, key.task_id, key.interval_start))
     forced = page.request.post(f"/enrichment/api/namespaces/{path}/discard")  # the cookie
     assert forced.status == 403, forced.text()
