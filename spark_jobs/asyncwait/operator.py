@@ -25,7 +25,7 @@ from .element_queue import ElementQueue, new_queue
 from .elements import MAX_WATERMARK, Failure, Result, Watermark, describe_error
 from .metrics import OperatorMetrics
 from .queue_entry import QueueEntry, RecordEntry, WatermarkEntry
-from .record_timer import set_record_timer
+from .record_timer import RecordTimer
 from .retry import RetryStrategy
 from .snapshot import OperatorSnapshot, decode_entry, encode_entry
 from .source import NOTHING, Source
@@ -207,7 +207,7 @@ class AsyncWaitOperator:
             if self.timeout is None:
                 outcome = await self._call_with_retries(entry)
             else:
-                outcome = await self._call_within_timeout(entry)
+                outcome = await self._call_within_timeout(entry, self.timeout)
             self._complete(entry, outcome)
         except asyncio.CancelledError:
             raise
@@ -219,11 +219,10 @@ class AsyncWaitOperator:
             del self._in_flight[entry]
             self.metrics.in_flight = len(self._in_flight)
 
-    async def _call_within_timeout(self, entry: RecordEntry) -> Result | Failure:
-        deadline = asyncio.timeout(self.timeout)
+    async def _call_within_timeout(self, entry: RecordEntry, timeout: float) -> Result | Failure:
+        deadline = RecordTimer(timeout)  # fn may pause it while queueing (untimed)
         try:
             async with deadline:
-                set_record_timer(deadline)  # lets fn pause it while queueing (untimed)
                 outcome = await self._call_with_retries(entry)
         except TimeoutError:
             if not deadline.expired():

@@ -5,6 +5,7 @@ import asyncio
 import pytest
 
 from spark_jobs.asyncwait import AsyncWaitOperator, Failure, Result, RetryStrategy, untimed
+from spark_jobs.asyncwait.record_timer import RecordTimer
 
 
 async def collect(op, source):
@@ -217,3 +218,54 @@ async def test_the_timer_resumes_with_what_was_left_after_untimed():
 async def test_untimed_outside_an_operator_does_nothing():
     async with untimed():
         await asyncio.sleep(0)
+
+
+async def test_a_deadline_passing_during_an_untimed_wait_leaves_the_rest_for_after_it():
+    """The timer's one handle fires inside the wait; the record still has 0.05 s after."""
+
+    async def fn(record):
+        await asyncio.sleep(0.05)  # counts
+        async with untimed():
+            await asyncio.sleep(0.3)  # the 0.1 s deadline passes in here
+        await asyncio.sleep(0.02)  # counts: 0.07 s in all
+        return record
+
+    assert await collect(AsyncWaitOperator(fn, timeout=0.1), [1]) == [Result(1, 1, 1)]
+
+
+async def test_a_nested_untimed_wait_does_not_restart_the_timer_early():
+    async def fn(record):
+        async with untimed():
+            async with untimed():
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.2)  # still inside the outer wait: does not count
+        return record
+
+    assert await collect(AsyncWaitOperator(fn, timeout=0.1), [1]) == [Result(1, 1, 1)]
+
+
+async def test_a_cancelled_record_timer_block_stays_cancelled_not_timed_out():
+    """Cancelling the operator's task is a cancellation, not a TimeoutError."""
+    entered = asyncio.Event()
+
+    async def block():
+        async with RecordTimer(10):
+            entered.set()
+            await asyncio.sleep(10)
+
+    task = asyncio.create_task(block())
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_a_record_timer_that_fires_raises_timeout_error_and_leaves_no_cancel():
+    async def block():
+        with pytest.raises(TimeoutError):
+            async with RecordTimer(0.01) as timer:
+                await asyncio.sleep(10)
+        assert timer.expired()
+        return asyncio.current_task().cancelling()
+
+    assert await asyncio.create_task(block()) == 0
