@@ -73,9 +73,7 @@ def measure(runner: Runner, args: argparse.Namespace) -> dict[str, float]:
     n, capacity, repeats = args.elements, args.capacity, args.repeats
     baseline_s = best_of(repeats, runner, lambda: plain_asyncio_window(instant, n, capacity))
     ordered_s = best_of(repeats, runner, lambda: operator_run(instant, n, capacity))
-    unordered_s = best_of(
-        repeats, runner, lambda: operator_run(instant, n, capacity, "unordered")
-    )
+    unordered_s = best_of(repeats, runner, lambda: operator_run(instant, n, capacity, "unordered"))
     latency = args.latency_ms / 1000
 
     async def sleeper(record: int) -> int:

@@ -36,7 +36,7 @@ ATTEMPT_DEADLINE_SHARES = {
 # With the HTTP enricher the operator's queue holds this many times ``capacity``: records
 # finished behind a slow one (ordered mode, a Retry-After, a stall) keep waiting for their
 # turn while new requests still go out, so one wait does not idle the whole partition.
-QUEUE_FACTOR = 4
+QUEUE_FACTOR = 2
 REQUIRED = ("input", "output", "key_column", "snapshot_dir")
 
 

@@ -6,6 +6,8 @@ batches of 10 000 rows in, output batches out, HTTP enricher, snapshots every 10
 one partition of ``N`` records (default 100 000: half of the 200 000-record run) against
 ``server.py``, and prints the functions with the most own time and the most cumulative
 time. Spark's Arrow transfer is not in it: it is the same for every ``mapInArrow`` peer.
+``--engine recipe`` runs the hand-written ``mapInArrow`` recipe's function on the same
+batches instead, so the two compare in one process without Spark's noise.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ import pstats
 import sys
 import tempfile
 import time
+from functools import partial
 
 import pyarrow as pa
 
 from benchmarks.peers.run import api
+from benchmarks.peers.spark_peers import recipe
 from spark_jobs.enrichers import ResponseField
 from spark_jobs.job_spec import JobSpec
 from spark_jobs.partition_runner import PartitionRunner, PartitionTask
@@ -40,17 +44,35 @@ SCHEMA = pa.schema(
 )
 
 
-def batches(records: int) -> list[pa.RecordBatch]:
+def batches(records: int, *, source_file: bool = True) -> list[pa.RecordBatch]:
+    """The input as the job's Python worker gets it (with the source file column) or as
+    the recipe's does (``source_file=False``)."""
     out = []
     for start in range(0, records, 10_000):
         ids = range(start, min(records, start + 10_000))
-        columns = {
-            "id": [f"k{i:08d}" for i in ids],
-            "amount": list(ids),
-            SOURCE_FILE: ["file:///in/part-00000.parquet"] * len(ids),
-        }
+        columns: dict[str, list[object]] = {"id": [f"k{i:08d}" for i in ids], "amount": list(ids)}
+        if source_file:
+            columns[SOURCE_FILE] = ["file:///in/part-00000.parquet"] * len(ids)
         out.append(pa.RecordBatch.from_pydict(columns))
     return out
+
+
+class _MapInArrow:
+    """Stands in for a DataFrame: hands back the function ``recipe`` gives mapInArrow."""
+
+    def mapInArrow(self, fn: object, schema: object) -> object:
+        return fn
+
+
+def run_recipe(url: str, records: int, capacity: int) -> float:
+    """The recipe's partition function on one partition of ``records``; seconds taken."""
+    enrich = recipe(_MapInArrow(), url, capacity)
+    inputs = batches(records, source_file=False)
+    started = time.perf_counter()
+    rows = sum(b.num_rows for b in enrich(iter(inputs)))
+    elapsed = time.perf_counter() - started
+    assert rows == records, (rows, records)
+    return elapsed
 
 
 def run_partition(
@@ -88,17 +110,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delay-ms", type=float, default=2.0)
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--no-profile", action="store_true", help="time it only")
+    parser.add_argument("--engine", choices=("job", "recipe"), default="job")
     args = parser.parse_args(argv)
     with api(args.delay_ms) as server, tempfile.TemporaryDirectory() as tmp:
+        if args.engine == "job":
+            run = partial(run_partition, server.url, args.records, args.capacity, tmp)
+        else:
+            run = partial(run_recipe, server.url, args.records, args.capacity)
         profile = cProfile.Profile(time.process_time)  # CPU: the machine is shared
         cpu = time.process_time()
-        if args.no_profile:
-            elapsed = run_partition(server.url, args.records, args.capacity, tmp)
-        else:
-            elapsed = profile.runcall(run_partition, server.url, args.records, args.capacity, tmp)
+        elapsed = run() if args.no_profile else profile.runcall(run)
         cpu = time.process_time() - cpu
     print(
-        f"{args.records} records in {elapsed:.2f} s ({args.records / elapsed:.0f}/s), "
+        f"{args.engine}: {args.records} records in {elapsed:.2f} s "
+        f"({args.records / elapsed:.0f}/s), "
         f"CPU {cpu:.2f} s ({cpu / args.records * 1000:.3f} s per 1 000 records)"
     )
     if not args.no_profile:
