@@ -3,6 +3,7 @@
 Pure standard library: nothing here knows Spark, Airflow or HTTP.
 """
 
+from .deadline import Deadline
 from .elements import MAX_WATERMARK, MIN_WATERMARK, Failure, Result, Watermark, WatermarkStatus
 from .metrics import OperatorMetrics
 from .operator import AsyncWaitOperator, OperatorOutput
@@ -17,6 +18,7 @@ __all__ = [
     "MIN_WATERMARK",
     "AsyncWaitOperator",
     "BoundedOutOfOrdernessGenerator",
+    "Deadline",
     "Failure",
     "OperatorMetrics",
     "OperatorOutput",

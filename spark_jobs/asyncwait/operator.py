@@ -219,8 +219,8 @@ class AsyncWaitOperator:
             del self._in_flight[entry]
             self.metrics.in_flight = len(self._in_flight)
 
-    async def _call_within_timeout(self, entry: RecordEntry, timeout: float) -> Result | Failure:
-        deadline = RecordTimer(timeout)  # fn may pause it while queueing (untimed)
+    async def _call_within_timeout(self, entry: RecordEntry, seconds: float) -> Result | Failure:
+        deadline = RecordTimer(seconds)  # fn may pause it while queueing (untimed)
         try:
             async with deadline:
                 outcome = await self._call_with_retries(entry)

@@ -7,11 +7,9 @@ throttled burst), and charging it to this record would turn one slow upstream an
 many healthy records timing out. The function marks such waits with ``untimed()``; the
 record's :class:`RecordTimer` stops inside and goes on, with what was left, afterwards.
 
-Why not ``asyncio.timeout`` with ``reschedule``: most records of a busy partition wait
-for a slot once, and every reschedule frees one timer handle and allocates another (a
-measurable share of a record's cost). A pause here only moves the deadline; the one
-timer handle, armed on entry, notices the move when it fires (almost never: records take
-milliseconds, timeouts seconds) and re-arms for what is left.
+Most records of a busy partition wait for a slot once, so a pause must cost next to
+nothing: it lifts the :class:`Deadline` and the resume sets it later than armed, which
+allocates no new timer.
 """
 
 from __future__ import annotations
@@ -20,44 +18,25 @@ import asyncio
 from contextvars import ContextVar
 from types import TracebackType
 
+from .deadline import Deadline
+
 _RECORD_TIMER: ContextVar[RecordTimer | None] = ContextVar("record_timer", default=None)
 
 
-class RecordTimer:
-    """``async with RecordTimer(seconds):`` raises TimeoutError when the block has run
-    ``seconds`` outside ``untimed()``, as ``asyncio.timeout`` does (the task is cancelled
-    and the cancellation becomes TimeoutError at the block's end)."""
+class RecordTimer(Deadline):
+    """``async with RecordTimer(seconds):`` raises TimeoutError once the block has run
+    ``seconds`` outside ``untimed()``."""
 
-    __slots__ = (
-        "_armed_for",
-        "_cancelling",
-        "_deadline",
-        "_expired",
-        "_handle",
-        "_loop",
-        "_paused_at",
-        "_seconds",
-        "_task",
-    )
+    __slots__ = ("_left", "_seconds")
 
     def __init__(self, seconds: float) -> None:
+        super().__init__(None)
         self._seconds = seconds
-        self._expired = False
-        self._paused_at: float | None = None
-        self._handle: asyncio.TimerHandle | None = None
-
-    def expired(self) -> bool:
-        """True once the timer cancelled the block."""
-        return self._expired
+        self._left: float | None = None  # what was left when paused; None: not paused
 
     async def __aenter__(self) -> RecordTimer:
-        task = asyncio.current_task()
-        if task is None:
-            raise RuntimeError("RecordTimer must be used inside a task")
-        self._task, self._loop = task, asyncio.get_running_loop()
-        self._cancelling = task.cancelling()
-        self._deadline = self._loop.time() + self._seconds
-        self._arm()
+        self.when = asyncio.get_running_loop().time() + self._seconds
+        await super().__aenter__()
         _RECORD_TIMER.set(self)  # the task's own context: its untimed() waits find it
         return self
 
@@ -68,41 +47,21 @@ class RecordTimer:
         traceback: TracebackType | None,
     ) -> None:
         _RECORD_TIMER.set(None)
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
-        if self._expired and self._task.uncancel() <= self._cancelling:
-            if exc_type is not None and issubclass(exc_type, asyncio.CancelledError):
-                raise TimeoutError from exc
+        await super().__aexit__(exc_type, exc, traceback)
 
     def pause(self) -> bool:
         """Stop counting; False (and nothing done) if stopped or expired already."""
-        if self._expired or self._paused_at is not None:
+        if self.expired() or self._left is not None or self.when is None:
             return False
-        self._paused_at = self._loop.time()
+        self._left = self.when - asyncio.get_running_loop().time()
+        self.move(None)
         return True
 
     def resume(self) -> None:
         """Count again, with what was left when paused."""
-        assert self._paused_at is not None
-        self._deadline += self._loop.time() - self._paused_at
-        self._paused_at = None
-        if self._handle is None and not self._expired:  # it fired during the pause
-            self._arm()
-
-    def _arm(self) -> None:
-        self._armed_for = self._deadline
-        self._handle = self._loop.call_at(self._deadline, self._on_deadline)
-
-    def _on_deadline(self) -> None:
-        self._handle = None
-        if self._paused_at is not None:
-            return  # resume() re-arms with what is left
-        if self._deadline > self._armed_for:  # pauses moved it since it was armed
-            self._arm()
-            return
-        self._expired = True
-        self._task.cancel()
+        assert self._left is not None
+        left, self._left = self._left, None
+        self.move(asyncio.get_running_loop().time() + left)
 
 
 class untimed:  # lower case: it reads like a function, ``async with untimed():``

@@ -2,8 +2,8 @@
 
 aiohttp offers a total timeout and a socket-read timeout, but not the four deadlines an
 attempt against a misbehaving upstream needs, and by default none at all for a body that
-stops arriving. Here each phase has its own, all on one ``asyncio.Timeout`` moved along
-as the attempt advances (no timer per chunk beyond that one):
+stops arriving. Here each phase has its own, all on one :class:`Deadline` moved along as
+the attempt advances (moving it later per chunk allocates no timer):
 
 * connect: ``connect_timeout`` (aiohttp's ``sock_connect``);
 * first byte: ``first_byte_timeout`` from the start until the response headers;
@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import aiohttp
 from yarl import URL
+
+from spark_jobs.asyncwait import Deadline
 
 #: What the client accepts; the decoder below handles exactly these.
 ACCEPT_ENCODING = "gzip, deflate"
@@ -84,7 +86,7 @@ async def send(
     start = loop.time()
     end = start + limits.total if limits.total is not None else None
     phase, phase_s = "first byte", limits.first_byte
-    timer = asyncio.timeout_at(_earliest(end, start, limits.first_byte))
+    timer = Deadline(_earliest(end, start, limits.first_byte))
     try:
         async with timer:
             # Sent exactly as built: yarl would otherwise resolve dot segments.
@@ -106,7 +108,7 @@ async def _read_capped(
     content: aiohttp.StreamReader,
     decoder: zlib._Decompress | None,
     limits: AttemptLimits,
-    timer: asyncio.Timeout,
+    timer: Deadline,
     end: float | None,
 ) -> bytes:
     loop = asyncio.get_running_loop()
@@ -114,7 +116,7 @@ async def _read_capped(
     size = 0
     cap = limits.max_bytes
     while True:
-        timer.reschedule(_earliest(end, loop.time(), limits.stall))
+        timer.move(_earliest(end, loop.time(), limits.stall))
         chunk = await content.readany()
         if not chunk:
             break

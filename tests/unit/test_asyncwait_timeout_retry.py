@@ -5,7 +5,6 @@ import asyncio
 import pytest
 
 from spark_jobs.asyncwait import AsyncWaitOperator, Failure, Result, RetryStrategy, untimed
-from spark_jobs.asyncwait.record_timer import RecordTimer
 
 
 async def collect(op, source):
@@ -242,30 +241,3 @@ async def test_a_nested_untimed_wait_does_not_restart_the_timer_early():
         return record
 
     assert await collect(AsyncWaitOperator(fn, timeout=0.1), [1]) == [Result(1, 1, 1)]
-
-
-async def test_a_cancelled_record_timer_block_stays_cancelled_not_timed_out():
-    """Cancelling the operator's task is a cancellation, not a TimeoutError."""
-    entered = asyncio.Event()
-
-    async def block():
-        async with RecordTimer(10):
-            entered.set()
-            await asyncio.sleep(10)
-
-    task = asyncio.create_task(block())
-    await entered.wait()
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-
-
-async def test_a_record_timer_that_fires_raises_timeout_error_and_leaves_no_cancel():
-    async def block():
-        with pytest.raises(TimeoutError):
-            async with RecordTimer(0.01) as timer:
-                await asyncio.sleep(10)
-        assert timer.expired()
-        return asyncio.current_task().cancelling()
-
-    assert await asyncio.create_task(block()) == 0
