@@ -22,38 +22,28 @@ endpoints belong to the test harness, not to the simulated upstream.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import dataclasses
 import errno
 import hmac
 import logging
 import os
-import random
 import signal
 import sys
-from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
 
 from aiohttp import web
 
-from demo.faults import LATENCY_DISTRIBUTIONS, DemoConfig, FaultInjector, Outcome, stable_seed
+from demo.api_options import describe_knobs
+from demo.api_options import parser as options_parser
+from demo.customers import lookup
+from demo.faults import DemoConfig, FaultInjector, Outcome
+from demo.request_stats import Stats
 from demo.wire_faults import WIRE_FAULTS as _WIRE_FAULTS
 
 logger = logging.getLogger("demo.api")
 
-_SEGMENTS = ("consumer", "smb", "enterprise", "public_sector")
-_FIRST_NAMES = ("Ada", "Grace", "Alan", "Edsger", "Barbara", "Donald", "Frances", "Ken")
-_LAST_NAMES = ("Lovelace", "Hopper", "Turing", "Dijkstra", "Liskov", "Knuth", "Allen")
-_CITIES = {
-    "DE": ("Berlin", "Hamburg", "Munich"),
-    "FR": ("Paris", "Lyon", "Marseille"),
-    "GB": ("London", "Manchester", "Leeds"),
-    "US": ("New York", "Chicago", "Austin"),
-    "JP": ("Tokyo", "Osaka", "Sapporo"),
-}
 _SLOW_BODY_CHUNKS = 10
 
 # A customer handler parses the request and answers it as a healthy server would; the
@@ -61,59 +51,6 @@ _SLOW_BODY_CHUNKS = 10
 # asked for (for per-key stats and the fault key) with that healthy response.
 Answer = tuple[list[str], web.Response]
 AnswerFn = Callable[[web.Request], Awaitable[Answer]]
-
-
-def customer_record(customer_id: str) -> dict[str, Any]:
-    """Synthetic customer data that depends only on the id (stable across processes)."""
-    rng = random.Random(stable_seed("customer", customer_id))
-    country = rng.choice(sorted(_CITIES))
-    return {
-        "id": customer_id,
-        "name": f"{rng.choice(_FIRST_NAMES)} {rng.choice(_LAST_NAMES)}",
-        "segment": rng.choice(_SEGMENTS),
-        "score": round(rng.random(), 4),
-        "country": country,
-        "address": {
-            "city": rng.choice(_CITIES[country]),
-            "postcode": f"{rng.randrange(10**5):05d}",
-        },
-    }
-
-
-def _lookup(customer_id: str) -> dict[str, Any] | None:
-    return None if customer_id.startswith("missing") else customer_record(customer_id)
-
-
-class Stats:
-    """Counts of customer requests since start or the last reset.
-
-    ``total`` and ``by_status`` count HTTP requests, so a batch counts once; ``per_key``
-    counts ids, so a batch adds one for each id it names - that is what tells a test
-    whether the pipeline asked for a key again. Requests rejected by auth count in
-    ``total``/``by_status`` but not ``per_key`` (their body is never read). Connections
-    broken at the wire level are counted under the fault's name instead of a status:
-    ``"dropped"``, ``"stall"``, ``"bad_chunk"``, ``"truncated"`` or ``"reset"``.
-    """
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        self.total = 0
-        self.per_key: Counter[str] = Counter()
-        self.by_status: Counter[str] = Counter()
-
-    def record(self, status: int | str, ids: Iterable[str]) -> None:
-        self.total += 1
-        self.by_status[str(status)] += 1
-        self.per_key.update(ids)
-
-    def snapshot(self) -> dict[str, Any]:
-        return {
-            "total": self.total,
-            "per_key": dict(self.per_key),
-            "by_status": dict(self.by_status),
-        }
 
 
 @dataclasses.dataclass
@@ -164,7 +101,7 @@ async def _health(_: web.Request) -> web.Response:
 
 async def _get_customer(request: web.Request) -> Answer:
     customer_id = request.match_info["id"]
-    record = _lookup(customer_id)
+    record = lookup(customer_id)
     if record is None:
         return [customer_id], web.json_response(
             {"id": customer_id, "error": "not found"}, status=404
@@ -180,7 +117,7 @@ async def _post_batch(request: web.Request) -> Answer:
     ids = payload.get("ids") if isinstance(payload, dict) else None
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
         return [], web.json_response({"error": 'body must be {"ids": [string, ...]}'}, status=400)
-    results = [_lookup(i) or {"id": i, "error": "not found"} for i in ids]
+    results = [lookup(i) or {"id": i, "error": "not found"} for i in ids]
     return ids, web.json_response({"results": results})
 
 
@@ -294,21 +231,8 @@ async def _delete_faults(request: web.Request) -> web.Response:
 
 def _set_faults(state: _State, config: DemoConfig) -> web.Response:
     state.faults = FaultInjector(config)
-    logger.info("knobs changed: %s", _describe_knobs(config))
+    logger.info("knobs changed: %s", describe_knobs(config))
     return web.json_response({"knobs": config.knobs()})
-
-
-def _describe_knobs(config: DemoConfig) -> str:
-    """The knobs that differ from the defaults, for the one log line per change."""
-    defaults = DemoConfig()
-    active = [
-        f"{name}={value}"
-        for name, value in config.knobs().items()
-        if value != getattr(defaults, name)
-    ]
-    if config.token_env is not None:
-        active.append(f"auth=bearer token from ${config.token_env}")
-    return " ".join(active) or "all knobs off"
 
 
 @asynccontextmanager
@@ -333,81 +257,10 @@ async def _serving(app: web.Application, host: str, port: int) -> AsyncIterator[
         await web.TCPSite(runner, host, port).start()
         bound_port = runner.addresses[0][1]
         base_url = f"http://{f'[{host}]' if ':' in host else host}:{bound_port}"
-        logger.info("listening on %s; %s", base_url, _describe_knobs(app[_STATE].startup_config))
+        logger.info("listening on %s; %s", base_url, describe_knobs(app[_STATE].startup_config))
         yield base_url
     finally:
         await runner.cleanup()
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m demo.api",
-        description="Demo enrichment API with injectable latency and faults. "
-        "All knobs default to off; rates are fractions in [0, 1].",
-    )
-    parser.add_argument("--host", default="127.0.0.1", help="default: %(default)s")
-    parser.add_argument("--port", type=int, default=8080, help="default: %(default)s")
-    # SUPPRESS: an absent flag leaves the field out, so DemoConfig's defaults apply.
-    knobs = parser.add_argument_group("knobs", "also changeable at runtime via POST /faults")
-    knob = dict(default=argparse.SUPPRESS)
-    knobs.add_argument("--latency-ms", type=float, help="added latency per request", **knob)
-    knobs.add_argument(
-        "--latency-dist",
-        choices=LATENCY_DISTRIBUTIONS,
-        help="fixed: exactly latency-ms; uniform: mean latency-ms; lognormal: median latency-ms",
-        **knob,
-    )
-    knobs.add_argument("--error-rate", type=float, help="fraction answered 500", **knob)
-    knobs.add_argument("--rate-429", type=float, help="fraction answered 429", **knob)
-    knobs.add_argument("--retry-after-s", type=int, help="Retry-After on 429s (1)", **knob)
-    knobs.add_argument(
-        "--outage-after-requests",
-        type=int,
-        metavar="N",
-        help="503 from request N (0-based)",
-        **knob,
-    )
-    knobs.add_argument(
-        "--outage-requests", type=int, metavar="M", help="... for M requests", **knob
-    )
-    knobs.add_argument(
-        "--outage-start-s", type=float, metavar="A", help="503 from A seconds after start", **knob
-    )
-    knobs.add_argument(
-        "--outage-duration-s", type=float, metavar="D", help="... for D seconds", **knob
-    )
-    knobs.add_argument(
-        "--drop-rate", type=float, help="fraction whose connection is closed unanswered", **knob
-    )
-    knobs.add_argument(
-        "--slow-body-rate", type=float, help="fraction whose body is sent slowly", **knob
-    )
-    knobs.add_argument("--slow-body-s", type=float, help="seconds to send a slow body", **knob)
-    for name, help_text in (
-        ("stall-rate", "fraction answered with headers, then silence (connection left open)"),
-        ("bad-chunk-rate", "fraction answered with a malformed chunked body (left open)"),
-        ("truncated-rate", "fraction whose body stops short of its Content-Length"),
-        ("reset-rate", "fraction whose connection is reset (TCP RST)"),
-        ("bad-request-rate", "fraction of records answered 400 on every call"),
-        ("cut-json-rate", "fraction of records answered 200 with cut-off JSON on every call"),
-    ):
-        knobs.add_argument(f"--{name}", type=float, help=help_text, **knob)
-    knobs.add_argument(
-        "--fault-attempts",
-        type=int,
-        metavar="N",
-        help="0 (default): faults drawn per call; N: drawn per record, hitting its first N "
-        "calls, then it succeeds",
-        **knob,
-    )
-    knobs.add_argument("--seed", type=int, help="seed for the random faults (0)", **knob)
-    knobs.add_argument(
-        "--token-env",
-        metavar="NAME",
-        help="require 'Authorization: Bearer <token>', the token read from env var NAME",
-        **knob,
-    )
-    return parser
 
 
 async def _serve_until_signalled(app: web.Application, host: str, port: int) -> None:
@@ -421,7 +274,7 @@ async def _serve_until_signalled(app: web.Application, host: str, port: int) -> 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point; returns the exit status (2 for bad arguments or an unusable port)."""
-    parser = _parser()
+    parser = options_parser()
     args = vars(parser.parse_args(argv))
     host, port = args.pop("host"), args.pop("port")
     try:

@@ -21,7 +21,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from demo.api import build_app, customer_record, main, run_demo_api
+from demo.api import build_app, main, run_demo_api
+from demo.customers import customer_record
 from demo.faults import DemoConfig, FaultInjector, Outcome, planned_outcome
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from demo.api import customer_record
+from demo.customers import customer_record
 from demo.faults import DemoConfig, Outcome, planned_outcome
 from demo.stack import demo_api
 

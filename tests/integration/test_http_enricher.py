@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from demo.api import customer_record
+from demo.customers import customer_record
 from spark_jobs.asyncwait import AsyncWaitOperator, Failure, Result
 from spark_jobs.enrichers import (
     ClientStatusError,

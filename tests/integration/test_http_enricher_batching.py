@@ -8,7 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
-from demo.api import customer_record
+from demo.customers import customer_record
 from spark_jobs.asyncwait import AsyncWaitOperator, Failure, Result
 from spark_jobs.enrichers import HttpEnricher, HttpEnricherConfig, default_retry_strategy
 from spark_jobs.enrichers.batch_config import BatchConfig

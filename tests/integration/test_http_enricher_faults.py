@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from demo.api import customer_record
+from demo.customers import customer_record
 from demo.wire_faults import stall
 from spark_jobs.asyncwait import AsyncWaitOperator, Failure, Result
 from spark_jobs.enrichers import (
