@@ -100,6 +100,10 @@ class TreeSampler:
         """The driver's CPU and the Python workers'."""
         return sum(p.cpu_s for pid, p in self.procs.items() if p.worker or pid == self.root)
 
+    def driver_cpu_s(self) -> float:
+        """The driver's own share of ``python_cpu_s``: set-up, Spark actions, bookkeeping."""
+        return self.procs[self.root].cpu_s if self.root in self.procs else 0.0
+
     def all_cpu_s(self) -> float:
         return sum(p.cpu_s for p in self.procs.values())
 

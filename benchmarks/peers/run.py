@@ -209,6 +209,7 @@ def run_cell(
         "peak_rss_mb": round(sampler.worker_peak_rss_mb(), 1),
         "requests": stats["requests"],
         "cpu_s_per_1k_all_processes": round(sampler.all_cpu_s() / records * 1000, 4),
+        "driver_cpu_s": round(sampler.driver_cpu_s(), 2),
         "littles_law_bound_per_s": round(capacity * PARTITIONS / (delay_ms / 1000), 1),
         "load_1m_after": round(os.getloadavg()[0], 2),
     }
