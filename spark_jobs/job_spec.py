@@ -36,7 +36,7 @@ ATTEMPT_DEADLINE_SHARES = {
 # With the HTTP enricher the operator's queue holds this many times ``capacity``: records
 # finished behind a slow one (ordered mode, a Retry-After, a stall) keep waiting for their
 # turn while new requests still go out, so one wait does not idle the whole partition.
-QUEUE_FACTOR = 2
+QUEUE_FACTOR = 4
 REQUIRED = ("input", "output", "key_column", "snapshot_dir")
 
 
@@ -198,6 +198,14 @@ class JobSpec:
         if self.queue_capacity is not None:
             return self.queue_capacity
         return self.capacity if self.enricher else QUEUE_FACTOR * self.capacity
+
+    @property
+    def operator_call_capacity(self) -> int | None:
+        """Records the operator lets call at once: the HTTP enricher's ``capacity``, as it
+        sends no more, so a record starts when a request slot is free rather than parking
+        in the enricher; None (the whole queue) with batching, whose calls wait together to
+        fill a batch, and with ``--enricher``."""
+        return None if self.enricher or self._batching else self.capacity
 
     def request_budget(self, partition: int) -> int | None:
         """This partition's share of ``max_requests`` (the shares add up to it exactly)."""

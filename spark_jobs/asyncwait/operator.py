@@ -45,6 +45,12 @@ class AsyncWaitOperator:
     A :class:`Failure` is ``transient`` when its last error was one the retry strategy
     retries (the budget ran out) or the record timed out: the caller may tell an outage
     from bad records that way.
+
+    ``call_capacity`` (None: ``capacity``) bounds the records whose call of ``fn`` is
+    running: a new input element is taken only below it. For a function with its own
+    concurrency limit (the HTTP enricher's slots) set it to that limit: records then start
+    only when they can be sent, instead of parking inside ``fn``, while the queue keeps its
+    room for records done out of turn or backing off (those hold no call).
     """
 
     def __init__(
@@ -56,6 +62,7 @@ class AsyncWaitOperator:
         timeout: float | None = None,
         retry: RetryStrategy | None = None,
         on_timeout: TimeoutHandler | None = None,
+        call_capacity: int | None = None,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"fn must be an async function, got {fn!r}")
@@ -63,11 +70,16 @@ class AsyncWaitOperator:
             raise ValueError(f"mode must be 'ordered' or 'unordered', got {mode!r}")
         if not isinstance(capacity, int) or capacity < 1:
             raise ValueError(f"capacity must be a positive int, got {capacity!r}")
+        if call_capacity is not None and (not isinstance(call_capacity, int) or call_capacity < 1):
+            raise ValueError(
+                f"call_capacity must be a positive int (or None), got {call_capacity!r}"
+            )
         if timeout is not None and timeout <= 0:
             raise ValueError(f"timeout must be > 0 seconds (or None), got {timeout!r}")
         self.fn = fn
         self.mode = mode
         self.capacity = capacity
+        self.call_capacity = call_capacity or capacity
         self.timeout = timeout
         self.retry = retry or RetryStrategy.no_retry()
         self.on_timeout = on_timeout
@@ -76,6 +88,7 @@ class AsyncWaitOperator:
         self._restoring: deque[QueueEntry] = deque()
         self._consumed = 0
         self._in_flight: dict[RecordEntry, asyncio.Task[None]] = {}
+        self._calling = 0  # records whose call is starting or running (see call_capacity)
         self._waiter: asyncio.Future[None] | None = None
         self._crash: BaseException | None = None
         self._running = False
@@ -112,7 +125,7 @@ class AsyncWaitOperator:
         self._crash = None
         self._loop = asyncio.get_running_loop()
         source_reader = Source(source)
-        queue = self._queue  # a local: this loop runs per element
+        queue, call_capacity = self._queue, self.call_capacity  # locals: used per element
         try:
             while True:
                 if self._crash is not None:
@@ -125,7 +138,7 @@ class AsyncWaitOperator:
                     self._restoring.popleft()
                     continue
                 # The full queue is asked first: an element read cannot be given back.
-                if not queue.full and not source_reader.exhausted:
+                if not queue.full and self._calling < call_capacity and not source_reader.exhausted:
                     element = source_reader.take()
                     if element is not NOTHING:
                         self._consumed += 1
@@ -153,6 +166,7 @@ class AsyncWaitOperator:
         entry.enqueued_at = perf_counter()
         if not entry.done:
             assert type(entry) is RecordEntry and self._loop is not None
+            self._start_call(entry)  # counted now: the task runs only on the next turn
             self._in_flight[entry] = self._loop.create_task(self._process(entry))
             self.metrics.in_flight = len(self._in_flight)
         return True
@@ -216,8 +230,18 @@ class AsyncWaitOperator:
                 self._crash = crash
             self._wake()
         finally:
+            self._end_call(entry)  # cancelled or crashed mid-call
             del self._in_flight[entry]
             self.metrics.in_flight = len(self._in_flight)
+
+    def _start_call(self, entry: RecordEntry) -> None:
+        entry.calling = True
+        self._calling += 1
+
+    def _end_call(self, entry: RecordEntry) -> None:
+        if entry.calling:
+            entry.calling = False
+            self._calling -= 1
 
     async def _call_within_timeout(self, entry: RecordEntry, seconds: float) -> Result | Failure:
         deadline = RecordTimer(seconds)  # fn may pause it while queueing (untimed)
@@ -231,18 +255,17 @@ class AsyncWaitOperator:
             return outcome
         self.metrics.timed_out += 1  # a call that swallowed its cancellation is dropped too
         if entry.calling:  # the call the timeout cut was made: it counts
-            entry.calling = False
+            self._end_call(entry)
             entry.attempts += 1
         return await self._timeout_outcome(entry)
 
     async def _call_with_retries(self, entry: RecordEntry) -> Result | Failure:
         record = entry.record
         while True:
-            entry.calling = True
             try:
                 value = await self.fn(record)
             except Exception as error:
-                entry.calling = False
+                self._end_call(entry)
                 entry.attempts += 1
                 delay = self.retry.delay_after_exception(entry.attempts, error)
                 if delay is None:
@@ -250,13 +273,15 @@ class AsyncWaitOperator:
                     transient = retrying and self.retry.retry_on_exception(error)
                     return Failure(record, describe_error(error), entry.attempts, transient)
             else:
-                entry.calling = False
+                self._end_call(entry)
                 entry.attempts += 1
                 delay = self.retry.delay_after_result(entry.attempts, value)
                 if delay is None:
                     return Result(record, value, entry.attempts)
             self.metrics.retried += 1
+            self._wake()  # its call ended: the run loop may start another record
             await asyncio.sleep(delay)
+            self._start_call(entry)
 
     async def _timeout_outcome(self, entry: RecordEntry) -> Result | Failure:
         if self.on_timeout is None:

@@ -166,6 +166,7 @@ class _Attempt:
                 self.budget.guard(call),
                 mode=spec.mode,
                 capacity=spec.operator_capacity,
+                call_capacity=spec.operator_call_capacity,
                 timeout=spec.timeout,
                 retry=default_retry_strategy(spec.max_attempts),
             )

@@ -33,6 +33,7 @@ scenario = st.fixed_dictionaries(
         "watermark_after": st.sets(st.integers(0, 24), max_size=4),
         "mode": st.sampled_from(["ordered", "unordered"]),
         "capacity": st.integers(1, 8),
+        "call_capacity": st.one_of(st.none(), st.integers(1, 8)),
         "fallback": st.booleans(),
         "snapshot_after": st.integers(0, 30),
     }
@@ -48,14 +49,21 @@ class Calls:
         self.plans = plans
         self.finished = Counter()
         self.started = Counter()
+        self.first_calls_running = self.most_first_calls_running = 0
 
     async def __call__(self, record):
         plan = self.plans[record]
         self.started[record] += 1
-        if plan["hang"]:
-            await asyncio.sleep(10)
-        for _ in range(plan["yields"]):
-            await asyncio.sleep(0)
+        first = self.started[record] == 1  # retries may start beyond call_capacity
+        self.first_calls_running += first
+        self.most_first_calls_running = max(self.most_first_calls_running, self.first_calls_running)
+        try:
+            if plan["hang"]:
+                await asyncio.sleep(10)
+            for _ in range(plan["yields"]):
+                await asyncio.sleep(0)
+        finally:
+            self.first_calls_running -= first
         self.finished[record] += 1
         if self.finished[record] <= plan["failures"]:
             raise ConnectionError(f"fail {self.finished[record]}")
@@ -90,6 +98,7 @@ def make_operator(calls, s):
         calls,
         mode=s["mode"],
         capacity=s["capacity"],
+        call_capacity=s["call_capacity"],
         timeout=TIMEOUT,
         retry=RetryStrategy.fixed_delay(MAX_ATTEMPTS, 0.0),
         on_timeout=(lambda r: "fallback") if s["fallback"] else None,
@@ -130,11 +139,16 @@ def run(coro):
 def test_every_record_yields_exactly_one_output_in_contract_order(s):
     source = build_source(len(s["plans"]), s["watermark_after"])
 
+    calls = Calls(s["plans"])
+
     async def main():
-        op = make_operator(Calls(s["plans"]), s)
+        op = make_operator(calls, s)
         return [o async for o in op.run(source)]
 
     check_contracts(run(main()), source, s)
+    if s["call_capacity"] is not None:
+        most = calls.most_first_calls_running
+        assert most <= s["call_capacity"], "more records started than calls allowed"
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -241,3 +241,52 @@ async def test_a_nested_untimed_wait_does_not_restart_the_timer_early():
         return record
 
     assert await collect(AsyncWaitOperator(fn, timeout=0.1), [1]) == [Result(1, 1, 1)]
+
+
+async def test_call_capacity_bounds_the_calls_running_while_the_queue_holds_more():
+    running, most = 0, 0
+
+    async def fn(record):
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await asyncio.sleep(0.01)
+        running -= 1
+        return record
+
+    op = AsyncWaitOperator(fn, mode="unordered", capacity=8, call_capacity=2)
+    outputs = await collect(op, range(20))
+    assert sorted(o.value for o in outputs) == list(range(20)) and most == 2
+
+
+async def test_a_record_backing_off_frees_its_call_for_the_next_record_at_once():
+    """Two records fail and back off for 5 s; the other eight are started meanwhile (not
+    after the backoff), though only two calls may run at once."""
+    calls: list = []
+    eight_done = asyncio.Event()
+
+    async def fn(record):
+        calls.append(record)
+        if record < 2 and calls.count(record) == 1:
+            raise ConnectionError("reset")
+        if record >= 2 and len({r for r in calls if r >= 2}) == 8:
+            eight_done.set()
+        return record
+
+    op = AsyncWaitOperator(
+        fn,
+        mode="unordered",
+        capacity=10,
+        call_capacity=2,
+        retry=RetryStrategy.fixed_delay(2, 5.0),
+    )
+    run = asyncio.create_task(collect(op, range(10)))
+    await asyncio.wait_for(eight_done.wait(), timeout=4.0)  # well inside the backoff
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+
+
+def test_call_capacity_must_be_positive():
+    with pytest.raises(ValueError, match="call_capacity"):
+        AsyncWaitOperator(lambda r: r, call_capacity=0)
