@@ -125,7 +125,7 @@ def _run_holding_lease(
     started = time.monotonic()
     frame = read_input(spark, spec)
     partitioned = partition_deterministically(frame, spec)
-    sizes = partition_sizes(partitioned)
+    sizes = partition_sizes(frame, spec)
     records_in = sum(sizes.values())
     job_record = _job_record(frame, spec, records_in)
     decision = _open_namespace(store, key, spec, job_record)

@@ -89,11 +89,15 @@ def partition_deterministically(frame: Any, spec: JobSpec) -> Any:
     return frame.repartition(spec.partitions, F.col(spec.key_column)).sortWithinPartitions(*order)
 
 
-def partition_sizes(partitioned: Any) -> dict[int, int]:
-    """Rows per partition (for progress and the summary's ``records_in``)."""
+def partition_sizes(frame: Any, spec: JobSpec) -> dict[int, int]:
+    """Rows per partition of :func:`partition_deterministically` (for progress and the
+    summary's ``records_in``), counted where the rows are read: the partition of a row is
+    ``pmod(hash(key), partitions)``, the very expression of Spark's hash partitioning, so
+    only one count per partition and input split crosses the shuffle, never the rows."""
     from pyspark.sql import functions as F
 
-    rows = partitioned.groupBy(F.spark_partition_id().alias("p")).count().collect()
+    partition = F.pmod(F.hash(F.col(spec.key_column)), F.lit(spec.partitions)).alias("p")
+    rows = frame.groupBy(partition).count().collect()
     return {row["p"]: row["count"] for row in rows}
 
 

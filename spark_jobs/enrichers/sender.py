@@ -83,15 +83,16 @@ class RequestSender:
             self.session = None
         self._secrets = []
 
-    async def request(
+    def request(
         self, method: str, url: str, body: str | None, *, allow_404: bool
-    ) -> tuple[int, bytes]:
-        """One call's answer as (status, body), hedged when configured; or an error."""
+    ) -> Awaitable[tuple[int, bytes]]:
+        """One call's answer as (status, body), hedged when configured; or an error.
+        (The awaitable of the send or the race: no coroutine frame of its own.)"""
         hedge = self._hedge
         delay = hedge.current() if hedge is not None else None
         if delay is None:
-            return await self._send(method, url, body, allow_404=allow_404)
-        return await race(
+            return self._send(method, url, body, allow_404=allow_404)
+        return race(
             lambda: self._send(method, url, body, allow_404=allow_404),
             lambda: self._send_hedge(method, url, body, allow_404=allow_404),
             delay,

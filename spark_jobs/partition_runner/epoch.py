@@ -27,10 +27,14 @@ class Epoch:
 
     results: list[pa.RecordBatch] = field(default_factory=list)
     dead_letters: list[pa.RecordBatch] = field(default_factory=list)
+    rows: int = 0  # counted as batches come: asked after every output
 
-    @property
-    def rows(self) -> int:
-        return sum(b.num_rows for b in (*self.results, *self.dead_letters))
+    def add(self, batch: pa.RecordBatch) -> None:
+        """Keep ``batch``'s rows, split into results and dead letters."""
+        failed = batch.column(ERROR_COLUMN).is_valid()
+        self.results.append(batch.filter(pc.invert(failed)))
+        self.dead_letters.append(batch.filter(failed))
+        self.rows += batch.num_rows
 
 
 def output_row(
@@ -69,9 +73,7 @@ class EpochBuffer:
         """The waiting rows as one batch for Spark, kept in the epoch by kind."""
         batch = pa.RecordBatch.from_pylist(self.rows, schema=self.schema)
         self.rows = []
-        failed = batch.column(ERROR_COLUMN).is_valid()
-        self.epoch.results.append(batch.filter(pc.invert(failed)))
-        self.epoch.dead_letters.append(batch.filter(failed))
+        self.epoch.add(batch)
         return batch
 
     def take_epoch(self) -> Epoch:

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Sequence,
+)
 from contextlib import aclosing
 from typing import Any
 
@@ -159,8 +167,10 @@ class _Attempt:
         async with open_row_enrichment(spec, self.task.partition, budget) as enrichment:
             self.stats.counters = enrichment.counters
 
-            async def call(index: int) -> dict[str, Any]:
-                return await enrichment.call(self.inputs[index])
+            def call(index: int) -> Awaitable[dict[str, Any]]:
+                # Returns enrichment's coroutine rather than awaiting it in one of its
+                # own: a frame less for every resume of every call.
+                return enrichment.call(self.inputs[index])
 
             self.operator = AsyncWaitOperator(
                 self.budget.guard(call),

@@ -71,3 +71,33 @@ async def test_an_expired_deadline_leaves_the_task_uncancelled():
         return asyncio.current_task().cancelling()
 
     assert await asyncio.create_task(block()) == 0
+
+
+async def test_a_deadline_never_fires_before_its_moment():
+    for offset in (0.0, 0.001, 0.0137, 0.02, 0.0499):
+        when = now() + offset
+        with pytest.raises(TimeoutError):
+            async with Deadline(when):
+                await asyncio.sleep(30)
+        assert now() >= when
+
+
+async def test_deadlines_of_one_tick_share_one_timer_and_the_lifted_ones_never_fire(monkeypatch):
+    loop = asyncio.get_running_loop()
+    timers = []
+    call_at = loop.call_at
+    monkeypatch.setattr(loop, "call_at", lambda *a, **k: timers.append(a) or call_at(*a, **k))
+    when = now() + 0.05
+    fired = []
+
+    async def block(i: int):
+        try:
+            async with Deadline(when):
+                await asyncio.sleep(0 if i % 2 else 30)  # the even ones wait for it
+        except TimeoutError:
+            fired.append(i)
+
+    await asyncio.gather(*(block(i) for i in range(1000)))
+    near = [t for t in timers if t[0] < when + 1]  # the sleeps' timers are 30 s away
+    assert len(near) <= 2  # one for the tick ``when`` falls in (two if it fell on an edge)
+    assert sorted(fired) == list(range(0, 1000, 2))
