@@ -36,6 +36,7 @@ from spark_jobs.snapshots import LeaseError, Manifest, PartitionSnapshots
 from .budget import BudgetStop
 from .committer import Cut, CutPolicy, SnapshotCommitter
 from .epoch import EpochBuffer
+from .gc_pacing import paced_collections
 from .input import (
     Element,
     IndexedRow,
@@ -75,15 +76,16 @@ class PartitionRunner:
         event loop of its own that runs only while Spark asks for the next batch."""
         loop = uvloop.new_event_loop()
         outputs = self.run_async(batches, task)
-        try:
-            while True:
-                try:
-                    yield loop.run_until_complete(outputs.__anext__())
-                except StopAsyncIteration:
-                    return
-        finally:
-            loop.run_until_complete(outputs.aclose())
-            loop.close()
+        with paced_collections():
+            try:
+                while True:
+                    try:
+                        yield loop.run_until_complete(outputs.__anext__())
+                    except StopAsyncIteration:
+                        return
+            finally:
+                loop.run_until_complete(outputs.aclose())
+                loop.close()
 
     def check_lease(self) -> None:
         if self.holds_lease is not None and not self.holds_lease():
