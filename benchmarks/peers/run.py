@@ -18,8 +18,11 @@ so compare them as ratios. Sizes come from the environment:
 ``BENCH_RECORDS`` (2 ms cells, default 200 000), ``BENCH_SLOW_SECONDS`` (100 ms cells get
 the records the Little's-law bound serves in that many seconds, default 10, at most
 ``BENCH_RECORDS``), ``BENCH_ENGINES``, ``BENCH_DELAYS``, ``BENCH_CAPACITIES`` (comma
-lists), ``BENCH_PYTHON`` (the benchmark interpreter), ``BENCH_RESULTS`` (the JSON file;
-cells of earlier runs with other keys stay in it).
+lists), ``BENCH_ROUNDS`` (each cell that many times, the engines taking turns round by
+round, default 1: on a shared machine one run of a cell varies by 10 % and more; the JSON
+keeps the round with the median records/s and every round's figures under ``rounds``),
+``BENCH_PYTHON`` (the benchmark interpreter), ``BENCH_RESULTS`` (the JSON file; cells of
+earlier runs with other keys stay in it).
 """
 
 from __future__ import annotations
@@ -236,6 +239,7 @@ def run(results: Path = RESULTS) -> list[dict[str, Any]]:
         print(f"ray_data: skipped: {reason}", flush=True)
         engines.remove("ray_data")
     run_id = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:4]
+    rounds = int(setting("BENCH_ROUNDS", "1"))
     cells: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
         for delay_ms in int_list("BENCH_DELAYS", "2,100"):
@@ -243,15 +247,28 @@ def run(results: Path = RESULTS) -> list[dict[str, Any]]:
                 for capacity in int_list("BENCH_CAPACITIES", "16,64,256"):
                     records = cell_records(delay_ms, capacity)
                     data = write_input(Path(tmp), records)
-                    for engine in engines:
-                        work = Path(tmp) / f"{engine}-{delay_ms}-{capacity}"
-                        work.mkdir()
-                        cell = run_cell(engine, server, delay_ms, capacity, records, data, work)
-                        cell["run"] = run_id
-                        cells.append(cell)
-                        print(row(cell), flush=True)
+                    measured: dict[str, list[dict[str, Any]]] = {e: [] for e in engines}
+                    for round_ in range(rounds):
+                        for engine in engines:
+                            work = Path(tmp) / f"{engine}-{delay_ms}-{capacity}-{round_}"
+                            work.mkdir()
+                            cell = run_cell(engine, server, delay_ms, capacity, records, data, work)
+                            cell["run"] = run_id
+                            measured[engine].append(cell)
+                            print(row(cell), flush=True)
+                    cells += [median_round(m) for m in measured.values()]
     save(cells, results)
     return cells
+
+
+def median_round(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The round with the median records/s (the lower one of an even count), with every
+    round's figures under ``rounds`` when there was more than one."""
+    cell = dict(sorted(rounds, key=lambda c: c["records_per_s"])[(len(rounds) - 1) // 2])
+    if len(rounds) > 1:
+        figures = ("records_per_s", "wall_s", "cpu_s_per_1k")
+        cell["rounds"] = [{k: c[k] for k in figures} for c in rounds]
+    return cell
 
 
 def save(cells: list[dict[str, Any]], results: Path) -> None:
