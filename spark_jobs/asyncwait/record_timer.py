@@ -8,8 +8,8 @@ many healthy records timing out. The function marks such waits with ``untimed()`
 record's :class:`RecordTimer` stops inside and goes on, with what was left, afterwards.
 
 Most records of a busy partition wait for a slot once, so a pause must cost next to
-nothing: it lifts the :class:`Deadline` and the resume sets it later than armed, which
-allocates no new timer.
+nothing: it lifts the :class:`Deadline` and the resume sets it later than filed, which
+touches no timer.
 """
 
 from __future__ import annotations
