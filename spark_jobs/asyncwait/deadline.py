@@ -56,9 +56,7 @@ class _Wheel:
             deadline._on_tick(tick)
 
 
-_WHEELS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Wheel] = (
-    weakref.WeakKeyDictionary()
-)
+_WHEELS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Wheel] = weakref.WeakKeyDictionary()
 
 
 def _wheel(loop: asyncio.AbstractEventLoop) -> _Wheel:

@@ -11,29 +11,41 @@ CPU s per 1 000 records with the default thresholds and 0.074-0.077 with 10 000:
 collections were 15-20 % of the Python worker's time. Cycles are still collected; a
 young generation of 10 000 objects is a few MB.
 
-The thresholds are the process's, so they are restored when the partition ends (Spark
-reuses its Python workers for other tasks); a process that switched the collector off
-keeps it off.
+The thresholds are the process's, so they are restored when the last partition running
+in the process ends (Spark reuses its Python workers for other tasks; tests run several
+runners in one process); a process that already collects less often is left as it is.
 """
 
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 #: Container allocations between two young-generation collections while a partition runs.
 YOUNG_THRESHOLD = 10_000
 
+_lock = threading.Lock()
+_running = 0  # blocks inside paced_collections(), in any thread
+_before: tuple[int, int, int] = gc.get_threshold()  # the thresholds the first one found
+
 
 @contextmanager
 def paced_collections(young: int = YOUNG_THRESHOLD) -> Iterator[None]:
     """Collect the young generation every ``young`` allocations (never more often than
-    the process already does) inside the block; the older generations keep their
-    ratios to it."""
-    thresholds = gc.get_threshold()
-    gc.set_threshold(max(young, thresholds[0]), *thresholds[1:])
+    the process already does) while any such block runs; the older generations keep
+    their ratios to it. Blocks may overlap: the last to end restores the thresholds."""
+    global _running, _before
+    with _lock:
+        if _running == 0:
+            _before = gc.get_threshold()
+            gc.set_threshold(max(young, _before[0]), *_before[1:])
+        _running += 1
     try:
         yield
     finally:
-        gc.set_threshold(*thresholds)
+        with _lock:
+            _running -= 1
+            if _running == 0:
+                gc.set_threshold(*_before)

@@ -61,3 +61,14 @@ def test_a_partition_run_paces_collections_only_while_it_is_consumed(thresholds,
     assert seen == [YOUNG_THRESHOLD, YOUNG_THRESHOLD]
     outputs.close()
     assert gc.get_threshold() == (700, 10, 10)
+
+
+def test_overlapping_partitions_restore_the_thresholds_when_the_last_one_ends(thresholds):
+    gc.set_threshold(700, 10, 10)
+    first, second = paced_collections(), paced_collections()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)  # the first ends while the second still runs
+    assert gc.get_threshold() == (YOUNG_THRESHOLD, 10, 10)
+    second.__exit__(None, None, None)
+    assert gc.get_threshold() == (700, 10, 10)
