@@ -13,6 +13,7 @@ from spark_jobs.asyncwait import (
     RetryStrategy,
     Watermark,
 )
+from tests.unit.asyncwait_support import ConcurrencyProbe
 
 
 async def run_until(op, source, outputs_wanted, restored=None):
@@ -96,26 +97,16 @@ async def test_restore_continues_the_retry_budget():
 
 
 async def test_restored_entries_respect_capacity():
-    in_flight = 0
-    peak = 0
-
-    async def fn(record):
-        nonlocal in_flight, peak
-        in_flight += 1
-        peak = max(peak, in_flight)
-        await asyncio.sleep(0.01)
-        in_flight -= 1
-        return record
-
+    probe = ConcurrencyProbe()
     snap = OperatorSnapshot(entries=[{"record": i, "attempts": 0} for i in range(10)], consumed=10)
-    op = AsyncWaitOperator(fn, capacity=3)
+    op = AsyncWaitOperator(probe, capacity=3)
     gen = op.run([], restored=snap)
     first = await gen.__anext__()
     assert first.record == 0
     assert len(op.snapshot().entries) == 9  # queued + not yet admitted, none lost
     rest = [o async for o in gen]
     assert [o.record for o in rest[:-1]] == list(range(1, 10))
-    assert peak <= 3
+    assert probe.peak <= 3
 
 
 async def test_emitted_outputs_are_never_in_a_snapshot():

@@ -5,6 +5,7 @@ import asyncio
 import pytest
 
 from spark_jobs.asyncwait import AsyncWaitOperator, Failure, Result, RetryStrategy, untimed
+from tests.unit.asyncwait_support import ConcurrencyProbe
 
 
 async def collect(op, source):
@@ -244,19 +245,10 @@ async def test_a_nested_untimed_wait_does_not_restart_the_timer_early():
 
 
 async def test_call_capacity_bounds_the_calls_running_while_the_queue_holds_more():
-    running, most = 0, 0
-
-    async def fn(record):
-        nonlocal running, most
-        running += 1
-        most = max(most, running)
-        await asyncio.sleep(0.01)
-        running -= 1
-        return record
-
-    op = AsyncWaitOperator(fn, mode="unordered", capacity=8, call_capacity=2)
+    probe = ConcurrencyProbe()
+    op = AsyncWaitOperator(probe, mode="unordered", capacity=8, call_capacity=2)
     outputs = await collect(op, range(20))
-    assert sorted(o.value for o in outputs) == list(range(20)) and most == 2
+    assert sorted(o.value for o in outputs) == list(range(20)) and probe.peak == 2
 
 
 async def test_a_record_backing_off_frees_its_call_for_the_next_record_at_once():
