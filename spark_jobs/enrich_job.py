@@ -24,6 +24,8 @@ from typing import Any
 import pyarrow as pa
 
 from spark_jobs.executor_check import ExecutorEnvironmentError, check_executors
+from spark_jobs.input_options import reader_identity
+from spark_jobs.input_reader import read_input
 from spark_jobs.job_cli import parse_args
 from spark_jobs.job_spec import JobSpec, SpecError
 from spark_jobs.progress import ProgressReporter
@@ -41,7 +43,6 @@ from spark_jobs.spark_io import (
     output_arrow_schema,
     partition_deterministically,
     partition_sizes,
-    read_input,
     write_outputs,
 )
 from spark_jobs.summary import build_summary
@@ -174,6 +175,9 @@ def _run_holding_lease(
 def _job_record(frame: Any, spec: JobSpec, records_in: int) -> dict[str, Any]:
     """What this run is: its inputs' and enrichment's fingerprint, and its size."""
     identity = {"inputs": input_fingerprint(frame), "enrichment": spec.enrichment_identity()}
+    reader = reader_identity(spec.input_format, spec.input_options)
+    if reader is not None:  # absent as before for JSON lines and Parquet read as always
+        identity["reader"] = reader
     job_record: dict[str, Any] = {**identity, "fingerprint": _digest(identity)}
     job_record["records_in"] = records_in
     return job_record

@@ -16,6 +16,7 @@ import yaml
 
 from spark_jobs.defaults import INPUT_FORMATS, MODES, RESUME_MODES
 from spark_jobs.enrichers import HttpEnricherConfig
+from spark_jobs.input_options import check_input_options, parse_input_option
 from spark_jobs.job_spec import ATTEMPT_DEADLINE_SHARES, QUEUE_FACTOR, JobSpec
 from spark_jobs.option_values import SpecError, parse_response_field
 
@@ -79,8 +80,17 @@ def _add_data_options(add: _Options) -> None:
     add("--spec", help="YAML/JSON file with the same options (flags win)")
     add("--input", help="input path (file, directory or glob; any Spark/Hadoop URL)")
     add("--input-format", choices=INPUT_FORMATS, help="input file format")
+    add(
+        "--input-option",
+        dest="input_options",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a Spark reader option over the job's own, e.g. sep=; or encoding=latin1 "
+        "(repeatable; default: CSV per RFC 4180 with a header; mode, inferSchema and "
+        "columnNameOfCorruptRecord are refused)",
+    )
     add("--output", help="output directory: data/, dead_letters/, _SUMMARY.json")
-    add("--key-column", help="record key: partitioning, sorting and URL placeholders")
+    add("--key-column", help="record key, one column or several (a,b): partitioning, sorting")
     add("--event-time-column", help="event time column: enables watermarks")
     add("--max-out-of-orderness", type=float, help="seconds of event-time disorder")
     add("--partitions", type=int, help="fixed partition count")
@@ -198,6 +208,9 @@ def parse_args(argv: list[str] | None = None) -> JobSpec:
         values["http"] = http
     if "response_fields" in args:
         args["response_fields"] = dict(parse_response_field(f) for f in args["response_fields"])
+    if "input_options" in args:  # over the spec file's, option by option
+        flags = dict(parse_input_option(o) for o in args["input_options"])
+        args["input_options"] = {**check_input_options(values.get("input_options", {})), **flags}
     values.update(args)
     spec = JobSpec.from_mapping(values, source=spec_path or "command line")
     spec.check_driver_files()

@@ -21,6 +21,7 @@ from spark_jobs.defaults import INPUT_FORMATS, MODES, RESUME_MODES, InputFormat,
 from spark_jobs.enrichers import HttpEnricherConfig, ResponseField
 from spark_jobs.enrichers.batch_config import nest_flat_options
 from spark_jobs.enrichers.validation import IDENTITY
+from spark_jobs.input_options import check_input_options, key_column_value
 from spark_jobs.option_values import SpecError, check, parse_duration, parse_response_field
 
 # Per-attempt deadlines as shares of the record's --timeout, unless set: a record whose
@@ -44,9 +45,10 @@ REQUIRED = ("input", "output", "key_column", "snapshot_dir")
 class JobSpec:
     input: str
     output: str
-    key_column: str = field(metadata=IDENTITY)
+    key_column: str | list[str] = field(metadata=IDENTITY)  # several: "a,b" or a list
     snapshot_dir: str
     input_format: InputFormat = defaults.INPUT_FORMAT
+    input_options: dict[str, str] = field(default_factory=dict)  # see input_options.py
     event_time_column: str | None = field(default=None, metadata=IDENTITY)
     max_out_of_orderness: float = 0.0
     """Seconds of event-time disorder tolerated by the watermark generator."""
@@ -100,6 +102,8 @@ class JobSpec:
     the job's packages: shipped with the job and run as the executors' Python."""
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "input_options", check_input_options(self.input_options))
+        object.__setattr__(self, "key_column", key_column_value(self.key_column))
         for name, choices in (
             ("input_format", INPUT_FORMATS),
             ("mode", MODES),
@@ -141,11 +145,18 @@ class JobSpec:
             "response_field",
             "at least one --response-field NAME=JSONPATH[:TYPE] is needed",
         )
+        single = isinstance(self.key_column, str)
+        check(single or not self._batching, "key_column", "batching sends one key, not several")
         if self.enricher is None:
             try:
                 self.http_config()
             except (TypeError, ValueError) as error:
                 raise SpecError(f"http: {error}") from None
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        key = self.key_column
+        return (key,) if isinstance(key, str) else tuple(key)
 
     @property
     def _batching(self) -> bool:
@@ -224,7 +235,7 @@ class JobSpec:
         options = {
             "url_template": self.url_template,
             "response_fields": self.response_fields,
-            "key_field": self.key_column,
+            "key_field": self.key_column if isinstance(self.key_column, str) else None,
             "capacity": self.capacity,
             "partitions": self.partitions,
             **derived,

@@ -23,6 +23,8 @@ from spark_jobs.enrichers import (
     open_user_function,
 )
 from spark_jobs.enrichers.json_paths import CONVERTERS, compile_path, extract
+from spark_jobs.input_lines import describe_lines, record_lines
+from spark_jobs.input_options import CORRUPT_RECORD
 from spark_jobs.job_spec import JobSpec, parse_duration
 from spark_jobs.response_cache import ResponseCache
 
@@ -31,7 +33,6 @@ logger = logging.getLogger(__name__)
 #: Columns the driver adds for the runner; never part of the output.
 EVENT_MS = "__event_ms"
 SOURCE_FILE = "__source_file"
-CORRUPT_RECORD = "_corrupt_record"
 HELPER_COLUMNS = (EVENT_MS, SOURCE_FILE)
 
 RowFunction = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -48,9 +49,13 @@ def row_problem(row: Mapping[str, Any], spec: JobSpec) -> str | None:
     """
     corrupt = row.get(CORRUPT_RECORD)
     if corrupt is not None:
-        return f"malformed {spec.input_format} record {_where(row)}: {str(corrupt)[:200]!r}"
-    if row.get(spec.key_column) is None:
-        return f"key column {spec.key_column!r} is null {_where(row)}"
+        return (
+            f"malformed {spec.input_format} record {_line(row, corrupt, spec)}: {corrupt[:200]!r}"
+        )
+    key = spec.key_column  # not spec.key_columns: this runs for every row
+    for column in (key,) if isinstance(key, str) else key:
+        if row.get(column) is None:
+            return f"key column {column!r} is null {_where(row)}"
     event_column = spec.event_time_column
     if event_column and row.get(EVENT_MS) is None:
         value = row.get(event_column)
@@ -60,6 +65,20 @@ def row_problem(row: Mapping[str, Any], spec: JobSpec) -> str | None:
 
 def _where(row: Mapping[str, Any]) -> str:
     return f"in {row.get(SOURCE_FILE) or 'the input'}"
+
+
+def _line(row: Mapping[str, Any], text: str, spec: JobSpec) -> str:
+    """The file and line(s) of a malformed row (looked up only for such a row)."""
+    url = row.get(SOURCE_FILE)
+    if not url:
+        return _where(row)
+    options = {name.lower(): value for name, value in spec.input_options.items()}
+    encoding = options.get("encoding") or options.get("charset") or "utf-8"
+    try:
+        lines = describe_lines(record_lines(url, text, encoding))
+    except (OSError, LookupError) as error:  # unreadable now, or an unknown encoding
+        lines = f"at an unknown line ({type(error).__name__}: {error})"
+    return f"in {url} {lines}"
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""The Spark side of the job: reading, deterministic partitioning, output schema, writing.
+"""The Spark side of the job: deterministic partitioning, output schema, writing (reading
+is ``input_reader``'s).
 
 Kept apart from the driver's flow so each step is small and named, and so the rules that
 make resume exact (fixed partition count, key hash, total order within a partition) live
@@ -14,7 +15,7 @@ import pyarrow as pa
 
 from spark_jobs.job_spec import JobSpec, SpecError
 from spark_jobs.partition_runner import ATTEMPTS_COLUMN, ERROR_COLUMN
-from spark_jobs.row_enrichment import CORRUPT_RECORD, EVENT_MS, HELPER_COLUMNS, SOURCE_FILE
+from spark_jobs.row_enrichment import CORRUPT_RECORD, HELPER_COLUMNS, SOURCE_FILE
 
 ARROW_TYPES = {
     "string": pa.string(),
@@ -25,78 +26,32 @@ ARROW_TYPES = {
 }
 
 
-def read_input(spark: Any, spec: JobSpec) -> Any:
-    """The input with the runner's helper columns (source file, event time in ms)."""
-    from pyspark.errors import AnalysisException
-    from pyspark.sql import functions as F
-
-    reader = spark.read
-    try:
-        if spec.input_format == "jsonl":
-            frame = (
-                reader.option("mode", "PERMISSIVE")
-                .option("columnNameOfCorruptRecord", CORRUPT_RECORD)
-                .json(spec.input)
-            )
-        elif spec.input_format == "csv":
-            frame = reader.option("header", "true").csv(spec.input)
-        else:
-            frame = reader.parquet(spec.input)
-    except AnalysisException as error:
-        raise SpecError(f"--input {spec.input}: {str(error).splitlines()[0]}") from None
-    columns = frame.columns
-    for option, column in (
-        ("key_column", spec.key_column),
-        ("event_time_column", spec.event_time_column),
-    ):
-        if column and column not in columns:
-            raise SpecError(
-                f"--{option.replace('_', '-')}: {column!r} is not an input column {columns}"
-            )
-    frame = frame.withColumn(SOURCE_FILE, F.input_file_name())
-    if spec.event_time_column:
-        frame = frame.withColumn(EVENT_MS, _event_ms(frame, spec.event_time_column))
-    return frame
-
-
-def _event_ms(frame: Any, column: str) -> Any:
-    """Milliseconds since the epoch (integers are taken as such); null when the value is
-    not a timestamp."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
-    data_type = frame.schema[column].dataType
-    if isinstance(data_type, T.IntegralType):
-        return F.col(column).cast("long")
-    if isinstance(data_type, T.TimestampType | T.TimestampNTZType | T.DateType):
-        return F.unix_millis(F.col(column).cast("timestamp"))
-    text = F.col(column).cast("string")
-    return F.when(text.rlike(r"^-?[0-9]+$"), text.cast("long")).otherwise(
-        F.unix_millis(F.try_to_timestamp(text))
-    )
-
-
 def partition_deterministically(frame: Any, spec: JobSpec) -> Any:
-    """N partitions by key hash, each sorted by key and then every other column: the
-    same rows in the same order whatever the cluster size or the input split. Rows equal
-    in every column may swap places, which changes nothing in the output."""
+    """N partitions by the hash of the key columns, each sorted by them and then every
+    other column: the same rows in the same order whatever the cluster size or the input
+    split, so a non-unique key is safe. Rows equal in every column may swap places, which
+    changes nothing in the output."""
     from pyspark.sql import functions as F
 
-    others = [c for c in frame.columns if c not in (spec.key_column, SOURCE_FILE)]
-    order = [F.col(spec.key_column).asc_nulls_first()] + [
+    keys = spec.key_columns
+    others = [c for c in frame.columns if c not in (*keys, SOURCE_FILE)]
+    order = [F.col(c).asc_nulls_first() for c in keys] + [
         F.col(c).cast("string").asc_nulls_first() for c in others
     ]
-    return frame.repartition(spec.partitions, F.col(spec.key_column)).sortWithinPartitions(*order)
+    by = [F.col(c) for c in keys]
+    return frame.repartition(spec.partitions, *by).sortWithinPartitions(*order)
 
 
 def partition_sizes(frame: Any, spec: JobSpec) -> dict[int, int]:
     """Rows per partition of :func:`partition_deterministically` (for progress and the
     summary's ``records_in``), counted where the rows are read: the partition of a row is
-    ``pmod(hash(key), partitions)``, the very expression of Spark's hash partitioning, so
-    only one count per partition and input split crosses the shuffle, never the rows."""
+    ``pmod(hash(key columns), partitions)``, the very expression of Spark's hash
+    partitioning, so only one count per partition and input split crosses the shuffle,
+    never the rows."""
     from pyspark.sql import functions as F
 
-    partition = F.pmod(F.hash(F.col(spec.key_column)), F.lit(spec.partitions)).alias("p")
+    key_hash = F.hash(*[F.col(c) for c in spec.key_columns])
+    partition = F.pmod(key_hash, F.lit(spec.partitions)).alias("p")
     rows = frame.groupBy(partition).count().collect()
     return {row["p"]: row["count"] for row in rows}
 

@@ -71,6 +71,8 @@ def explain_changes(before: dict[str, Any], now: dict[str, Any]) -> list[str]:
             changes.append(
                 f"input file changed: {path} (size/mtime {old_inputs[path]} -> {new_inputs[path]})"
             )
+    if before.get("reader") != now.get("reader"):
+        changes.append(f"input reader changed: {before.get('reader')} -> {now.get('reader')}")
     old_conf, new_conf = before.get("enrichment", {}), now.get("enrichment", {})
     for name in sorted(set(old_conf) | set(new_conf)):
         if old_conf.get(name) != new_conf.get(name):
