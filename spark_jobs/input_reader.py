@@ -58,9 +58,10 @@ def _read_csv(spark: Any, path: str, options: dict[str, str]) -> Any:
     if any(name.lower() == "nullvalue" for name in options):
         return frame
     parsed = F.col(CORRUPT_RECORD).isNull()
+    cells = [F.col(f.name) for f in fields]  # a malformed row's cells stay as read
+    text = [F.when(parsed, F.coalesce(cell, F.lit(""))).otherwise(cell) for cell in cells]
     return frame.select(
-        *[F.when(parsed, F.coalesce(F.col(f.name), F.lit(""))).alias(f.name) for f in fields],
-        F.col(CORRUPT_RECORD),
+        *[t.alias(f.name) for t, f in zip(text, fields, strict=True)], F.col(CORRUPT_RECORD)
     )
 
 
