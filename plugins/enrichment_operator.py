@@ -51,8 +51,8 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
     :param input_path: the input: a file, directory or glob, any Spark URL (templated).
     :param output_path: where ``data/``, ``dead_letters/`` and ``_SUMMARY.json`` go
         (templated).
-    :param key_column: the record key: partitioning, order within a partition and the
-        URL's placeholders.
+    :param key_column: the record key, one column or several (``"a,b"`` or a list):
+        partitioning and order within a partition.
     :param url_path: path template appended to the connection's base URL, e.g.
         ``/customers/{id}`` (``{field}`` placeholders come from each record).
     :param response_fields: ``{"name": "$.json.path[:type]"}`` output fields.
@@ -65,6 +65,8 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         (templated).
     :param capacity: requests in flight per partition (templated).
     :param input_format: ``jsonl``, ``parquet`` or ``csv``.
+    :param input_options: Spark reader options over the job's own, e.g. ``{"sep": ";"}``;
+        options that would drop or alter rows are refused (``--input-option``) (templated).
     :param event_time_column: the event time column; enables watermarks.
     :param snapshot_root: where snapshots live (any fsspec URL); empty for the
         ``enrichment_snapshot_root`` Variable (templated).
@@ -97,6 +99,7 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         "cache_ttl",
         "max_requests",
         "cost_per_request",
+        "input_options",
         "job_args",
     )
     operator_extra_links = (SnapshotProgressLink(),)
@@ -107,7 +110,7 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         *,
         input_path: str,
         output_path: str,
-        key_column: str,
+        key_column: str | Sequence[str],
         url_path: str,
         response_fields: dict[str, str],
         api_conn_id: str = EnrichmentApiHook.default_conn_name,
@@ -123,6 +126,7 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         cache_ttl: str | None = None,
         max_requests: int | str | None = None,
         cost_per_request: float | str | None = None,
+        input_options: dict[str, str] | None = None,
         job_args: Sequence[str] = (),
         **kwargs: Any,
     ) -> None:
@@ -139,7 +143,7 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
             raise ValueError(f"url_path must start with '/', got {url_path!r}")
         self.input_path = input_path
         self.output_path = output_path
-        self.key_column = key_column
+        self.key_column = key_column if isinstance(key_column, str) else ",".join(key_column)
         self.url_path = url_path
         self.response_fields = dict(response_fields)
         self.api_conn_id = api_conn_id
@@ -154,6 +158,7 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         self.cache_ttl = cache_ttl
         self.max_requests = max_requests
         self.cost_per_request = cost_per_request
+        self.input_options = dict(input_options or {})
         self.job_args = list(job_args)
 
     # The summary goes to XCom; the provider declares its execute as returning None.
@@ -209,6 +214,7 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         }
         options.update({k: v for k, v in optional.items() if v not in (None, "", "None")})
         fields = [("--response-field", f"{n}={p}") for n, p in self.response_fields.items()]
+        fields += [("--input-option", f"{k}={v}") for k, v in self.input_options.items()]
         pairs = [*((flag, str(value)) for flag, value in options.items()), *fields]
         return [*(arg for pair in pairs for arg in pair), *token_args, *self.job_args]
 

@@ -121,6 +121,23 @@ def test_airflow_operator_flags_are_what_the_job_parses(connections):
     )
 
 
+def test_airflow_operator_passes_input_options_and_a_composite_key(connections):
+    submit = operator(
+        key_column=["region", "id"],
+        url_path="/customers/{region}/{id}",
+        input_options={"sep": ";", "encoding": "latin1"},
+        input_format="csv",
+    )
+    key = NamespaceKey("d", "enrich", "x")
+    api = EnrichmentApiHook(snapshot_root="/tmp/snapshots")
+    spec = parse_args(submit._job_args(api, key, "run-1", []))
+    assert spec.input_options == {"sep": ";", "encoding": "latin1"}
+    assert spec.key_columns == ("region", "id") and spec.input_format == "csv"
+    refused = operator(input_options={"mode": "DROPMALFORMED"})
+    with pytest.raises(ValueError, match="--input-option mode: refused"):
+        parse_args(refused._job_args(api, key, "run-1", []))
+
+
 def test_airflow_operator_refuses_an_unknown_resume_mode(connections):
     submit = operator(resume="sometimes")
     key = NamespaceKey("d", "enrich", "x")
