@@ -143,6 +143,8 @@ def _guarded(spec: JobSpec, function: RowFunction) -> RowFunction:
     ``await fn(record)`` sees both the same way, through one frame less."""
 
     def call(row: dict[str, Any]) -> Awaitable[dict[str, Any]]:
+        if row.get(CORRUPT_RECORD) is not None:
+            return _malformed(row, spec)
         _raise_if_invalid(row, spec)
         return function(_api_view(row))
 
@@ -178,6 +180,12 @@ def _raise_if_invalid(row: Mapping[str, Any], spec: JobSpec) -> None:
     problem = row_problem(row, spec)
     if problem is not None:
         raise InvalidRowError(problem)
+
+
+async def _malformed(row: Mapping[str, Any], spec: JobSpec) -> dict[str, Any]:
+    """A malformed row's dead letter, its line looked up in a thread: reading its file
+    must not stall the event loop and the calls of the other records in flight."""
+    raise InvalidRowError(await asyncio.to_thread(row_problem, row, spec))
 
 
 def _api_view(row: dict[str, Any]) -> dict[str, Any]:
