@@ -104,8 +104,12 @@ class SnapshotCommitter:
             await asyncio.wait([self._write_task])
 
     def _write(self, cut: Cut) -> Manifest:
-        """Segments first, then the manifest (in a worker thread: blocking storage I/O)."""
+        """The attempt's record, segments, then the manifest (in a worker thread: blocking
+        storage I/O). The record goes first: what a kill loses is then the calls since
+        the cut was taken, not those during a slow segment write too."""
         store, task = self.snapshots, self.task
+        self.check_lease()  # a fenced-off run records nothing more either
+        self.recorder.write(cut.own, final=cut.last)
         refs = [
             store.write_segment(
                 pa.Table.from_batches(batches, self.schema), kind=kind, attempt=task.attempt
@@ -117,7 +121,6 @@ class SnapshotCommitter:
             if sum(b.num_rows for b in batches)
         ]
         self.check_lease()
-        self.recorder.write(cut.own, final=cut.last)
         committed = store.commit(self._next_manifest(cut, refs))
         self.last_committed = committed
         logger.info(

@@ -53,11 +53,11 @@ from .progress import NamespaceInfo, PartitionProgress
 from .store import SnapshotStore
 
 __all__ = [
+    "DEFAULT_GRACE",
+    "FORMAT_VERSION",
     "AttemptCounts",
     "AttemptLedger",
     "AttemptRecorder",
-    "DEFAULT_GRACE",
-    "FORMAT_VERSION",
     "Heartbeat",
     "LeaseError",
     "LedgerReading",
