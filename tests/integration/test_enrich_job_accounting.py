@@ -52,10 +52,10 @@ def test_an_uninterrupted_run_counts_exactly_what_the_api_received(tmp_path):
 
 
 def test_tasks_spark_retried_after_an_outage_are_counted_exactly(tmp_path):
-    ids = [f"k{i:05d}" for i in range(2000)]
+    ids = [f"k{i:05d}" for i in range(3000)]
     write_input(tmp_path / "in" / "part.jsonl", ids)
     with demo_api(
-        "--latency-ms", "5", "--outage-after-requests", "1000", "--outage-requests", "60"
+        "--latency-ms", "5", "--outage-after-requests", "1500", "--outage-requests", "100"
     ) as api:
         args = job_args(
             tmp_path,
