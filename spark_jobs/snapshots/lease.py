@@ -57,7 +57,8 @@ class Lease:
     renewed_at: float | None = None
 
     def describe(self, now: float) -> str:
-        """``last renewed 10:55:03Z (4s ago), expires 10:56:03Z (in 56s)``."""
+        """``last renewed 2026-11-24T10:55:03Z (4s ago), expires 2026-11-24T10:56:03Z (in
+        56s)``, ages by this host's clock (``now``)."""
         renewed = "last renewed at an unknown time"
         if self.renewed_at is not None:
             renewed = f"last renewed {_utc(self.renewed_at)} ({now - self.renewed_at:.0f}s ago)"
