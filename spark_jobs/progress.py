@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
 
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
@@ -18,15 +19,27 @@ logger = logging.getLogger("enrich_job.progress")
 
 
 class ProgressReporter:
-    """A background thread logging per-partition and total progress every ``interval``."""
+    """A background thread logging per-partition and total progress every ``interval``.
+
+    A rate needs two readings: the first line of a partition gives its rate since the
+    reporter started (from where it stood then, a resumed partition's earlier work left
+    out), later lines the rate since the line before.
+    """
 
     def __init__(
-        self, store: SnapshotStore, key: NamespaceKey, sizes: dict[int, int], interval: float
+        self,
+        store: SnapshotStore,
+        key: NamespaceKey,
+        sizes: dict[int, int],
+        interval: float,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store, self.key, self.sizes, self.interval = store, key, sizes, interval
+        self._clock = clock
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="progress", daemon=True)
         self._last: dict[int, tuple[float, int]] = {}
+        self._start: tuple[float, dict[int, int]] | None = None
 
     def __enter__(self) -> ProgressReporter:
         self._thread.start()
@@ -42,28 +55,50 @@ class ProgressReporter:
         self._thread.join()
 
     def _loop(self) -> None:
+        try:
+            self.baseline()
+        except Exception as error:  # the first lines then say "no rate yet"
+            logger.warning("progress unavailable: %s", error)
         while not self._stop.wait(self.interval):
             try:
                 self.report()
             except Exception as error:  # progress must never fail the job
                 logger.warning("progress unavailable: %s", error)
 
+    def baseline(self) -> None:
+        """Where every partition stands now: the first rates are measured from here."""
+        progress = read_progress(self.store, self.key)
+        self._start = (self._clock(), {p.partition: p.done_rows for p in progress.partitions})
+
     def report(self) -> None:
         progress = read_progress(self.store, self.key)
-        now = time.monotonic()
+        now = self._clock()
         for part in progress.partitions:
             total = self.sizes.get(part.partition, 0)
-            before_t, before_done = self._last.get(part.partition, (now, part.done_rows))
-            rate = (part.done_rows - before_done) / (now - before_t) if now > before_t else 0.0
-            self._last[part.partition] = (now, part.done_rows)
             logger.info(
-                "partition %d: %d/%d (%.0f%%), %.0f rec/s, %d in flight, epoch %d",
+                "partition %d: %d/%d (%.0f%%), %s, %d in flight, epoch %d",
                 part.partition,
                 part.done_rows,
                 total,
                 100 * part.done_rows / max(total, 1),
-                rate,
+                self._rate(part.partition, part.done_rows, now),
                 part.in_flight,
                 part.epoch,
             )
         logger.info("progress: %s", progress.describe(sum(self.sizes.values())))
+
+    def _rate(self, partition: int, done: int, now: float) -> str:
+        """``120 rec/s`` since the last line, ``120 rec/s since start`` on the first one,
+        ``no rate yet`` when there is nothing to measure from."""
+        before = self._last.get(partition)
+        self._last[partition] = (now, done)
+        since = ""
+        if before is None:
+            if self._start is None:
+                return "no rate yet"
+            before = (self._start[0], self._start[1].get(partition, 0))
+            since = " since start"
+        elapsed = now - before[0]
+        if elapsed <= 0:
+            return "no rate yet"
+        return f"{(done - before[1]) / elapsed:.0f} rec/s{since}"

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from spark_jobs.accounting import CallAccounting, account_calls
 from spark_jobs.asyncwait import Watermark, WatermarkStatus, WatermarkValve
 from spark_jobs.job_spec import JobSpec
 from spark_jobs.snapshots import NamespaceKey, PartitionProgress, SnapshotStore
@@ -28,12 +30,18 @@ def job_watermark(partitions: list[PartitionProgress], count: int) -> int | None
 
 
 def cost_report(
-    partitions: list[PartitionProgress], cost_per_request: float | None
+    partitions: list[PartitionProgress],
+    cost_per_request: float | None,
+    counted: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """What the run paid for and what it did not have to: calls made, and calls saved by
-    the response cache, by sharing identical requests and by resuming from snapshots."""
+    the response cache, by sharing identical requests and by resuming from snapshots.
+    ``counted`` holds the attempts' own call counters (``CallAccounting.totals``); without
+    it (a live view) the best manifests' are added up."""
 
     def total(name: str) -> int:
+        if counted is not None and name in counted:
+            return int(counted[name])
         return sum(int(p.stats.get(name, 0)) for p in partitions)
 
     saved = {
@@ -61,6 +69,7 @@ def build_summary(
     run_id: str = "run",
 ) -> dict[str, Any]:
     partitions = store.namespace_progress(key)
+    accounting = _accounting(store, key, partitions)
     stopped = [
         p for p in partitions if p.stats.get("budget_exhausted") and p.stats.get("run_id") == run_id
     ]
@@ -75,7 +84,8 @@ def build_summary(
         "enriched": counts["enriched"],
         "dead_letters": counts["dead_letters"],
         "replayed_from_snapshot": sum(int(p.stats.get("replayed", 0)) for p in partitions),
-        "requests_made": sum(int(p.stats.get("requests_made", 0)) for p in partitions),
+        "requests_made": accounting.totals["requests_made"],
+        "accounting": accounting.to_json(),
         "resumed": resumed or any(p.stats.get("resumed") for p in partitions),
         "epochs": sum(p.epoch + 1 for p in partitions),
         "duration_s": round(duration_s, 3),
@@ -86,7 +96,7 @@ def build_summary(
         ),
         "output": spec.output,
     }
-    summary["cost"] = cost_report(partitions, spec.cost_per_request)
+    summary["cost"] = cost_report(partitions, spec.cost_per_request, accounting.totals)
     if stopped:
         done = summary["enriched"] + summary["dead_letters"]
         summary.update(
@@ -99,3 +109,12 @@ def build_summary(
     if summary["records_in"] != summary["enriched"] + summary["dead_letters"]:
         raise RuntimeError(f"records_in != enriched + dead_letters in {summary}")
     return summary
+
+
+def _accounting(
+    store: SnapshotStore, key: NamespaceKey, partitions: list[PartitionProgress]
+) -> CallAccounting:
+    """Calls of every attempt, killed ones too (see ``accounting.py``)."""
+    reading = store.attempt_counts(key)
+    chains = {p.partition: p.stats for p in partitions}
+    return account_calls(chains, reading.records, reading.unreadable)

@@ -2,7 +2,9 @@
 
 A cut is taken on the event loop at one instant (between two outputs) and written in a
 worker thread while calls stay in flight. One write at a time: a cut waits for the last
-one, and a failed write fails the task rather than losing data.
+one, and a failed write fails the task rather than losing data. Each cut also rewrites
+the attempt's own record of what it paid (``snapshots/attempt_counts.py``): calls made so
+far, those in flight or retrying included, so a kill loses at most one interval's calls.
 """
 
 from __future__ import annotations
@@ -10,14 +12,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
 from spark_jobs.asyncwait import OperatorSnapshot
-from spark_jobs.snapshots import Manifest, PartitionSnapshots, SegmentRef
+from spark_jobs.snapshots import AttemptRecorder, Manifest, PartitionSnapshots, SegmentRef
 
 from .epoch import Epoch
 from .task import PartitionTask
@@ -35,18 +37,22 @@ class CutPolicy:
 
 @dataclass(frozen=True)
 class Cut:
-    """What one snapshot commits: queued entries and offset, outputs, counters, watermark."""
+    """What one snapshot commits: queued entries and offset, outputs, counters, watermark;
+    ``own`` is this attempt's counters alone, ``last`` when no call follows the cut."""
 
     snapshot: OperatorSnapshot
     epoch: Epoch
     stats: dict[str, Any]
     watermark: int | None
+    own: Mapping[str, int] = field(default_factory=dict)
+    last: bool = False
 
 
 class SnapshotCommitter:
     """Commits the cuts of one partition attempt, continuing from ``resumed``.
 
-    ``check_lease`` runs before every manifest commit (a fenced-off run raises there).
+    ``check_lease`` runs before every manifest commit (a fenced-off run raises there);
+    ``recorder`` keeps the attempt's own record (see :meth:`begin`).
     """
 
     def __init__(
@@ -57,13 +63,21 @@ class SnapshotCommitter:
         resumed: Manifest | None,
         policy: CutPolicy,
         check_lease: Callable[[], None],
+        recorder: AttemptRecorder,
     ) -> None:
         self.snapshots, self.schema, self.task = snapshots, schema, task
+        self.recorder = recorder
         self.policy = policy
         self.check_lease = check_lease
         self.last_committed = resumed
         self._write_task: asyncio.Future[Manifest] | None = None
         self._last_cut = time.monotonic()
+
+    def begin(self) -> None:
+        """Record the attempt before its first call (blocking): one that dies before its
+        first cut is then known to have been cut short, its figures lower bounds."""
+        self.check_lease()
+        self.recorder.write({}, final=False)
 
     def due(self, epoch_rows: int) -> bool:
         if self._write_task is not None and not self._write_task.done():
@@ -90,8 +104,12 @@ class SnapshotCommitter:
             await asyncio.wait([self._write_task])
 
     def _write(self, cut: Cut) -> Manifest:
-        """Segments first, then the manifest (in a worker thread: blocking storage I/O)."""
+        """The attempt's record, segments, then the manifest (in a worker thread: blocking
+        storage I/O). The record goes first: what a kill loses is then the calls since
+        the cut was taken, not those during a slow segment write too."""
         store, task = self.snapshots, self.task
+        self.check_lease()  # a fenced-off run records nothing more either
+        self.recorder.write(cut.own, final=cut.last)
         refs = [
             store.write_segment(
                 pa.Table.from_batches(batches, self.schema), kind=kind, attempt=task.attempt

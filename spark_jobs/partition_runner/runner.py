@@ -128,8 +128,11 @@ class _Attempt:
         self.budget = BudgetStop()
         self.buffer = EpochBuffer(runner.schema, runner.enrichment_fields)
         policy = CutPolicy(spec.snapshot_interval, spec.snapshot_max_rows)
+        recorder = runner.snapshots.attempt_ledger().recorder(
+            task.partition, task.attempt, task.run_id
+        )
         self.committer = SnapshotCommitter(
-            runner.snapshots, runner.schema, task, resumed, policy, runner.check_lease
+            runner.snapshots, runner.schema, task, resumed, policy, runner.check_lease, recorder
         )
         self.operator: AsyncWaitOperator | None = None
 
@@ -166,6 +169,7 @@ class _Attempt:
         budget = spec.request_budget(self.task.partition)
         if budget is not None:
             budget = max(0, budget - self.stats.run_requests_before())
+        await asyncio.to_thread(self.committer.begin)
         async with open_row_enrichment(spec, self.task.partition, budget) as enrichment:
             self.stats.counters = enrichment.counters
 
@@ -239,10 +243,22 @@ class _Attempt:
         if self.buffer.rows:
             self.buffer.flush()  # after a stop: the unsent tail goes to the snapshot only
         await self.committer.wait()  # raises if that write failed
-        self._cut(final=stop is None, outage=stop == "outage", budget_exhausted=stop == "budget")
+        self._cut(
+            final=stop is None,
+            outage=stop == "outage",
+            budget_exhausted=stop == "budget",
+            last=True,
+        )
         await self.committer.wait()
 
-    def _cut(self, *, final: bool, outage: bool = False, budget_exhausted: bool = False) -> None:
+    def _cut(
+        self,
+        *,
+        final: bool,
+        outage: bool = False,
+        budget_exhausted: bool = False,
+        last: bool = False,
+    ) -> None:
         """Take the consistent cut now; the committer writes it while calls continue.
 
         Held-back suspects and records that met the spent budget were emitted before
@@ -260,4 +276,6 @@ class _Attempt:
             final=final, budget_exhausted=budget_exhausted, in_flight=len(entries)
         )
         epoch = self.buffer.take_epoch()
-        self.committer.start(Cut(snapshot, epoch, stats, self.watermark))
+        self.committer.start(
+            Cut(snapshot, epoch, stats, self.watermark, own=self.stats.own, last=last)
+        )

@@ -1,8 +1,11 @@
 """The counters a manifest carries: this attempt's, added to those of the attempts before.
 
 The attempt resumed from left its counters in its manifest; carrying them on makes the
-last manifest's stats describe the whole partition, and ``run_requests`` lets a retried
-attempt of the same run keep within the run's request budget.
+last manifest's stats describe the chain of attempts that led to it (each counted up to
+its last cut), and ``run_requests`` lets a retried attempt of the same run keep within
+the run's request budget. Calls off that chain (after an attempt's last cut, or by an
+attempt whose manifests were superseded) are counted by the attempt records instead
+(``snapshots/attempt_counts.py``), from ``own``: this attempt's counters alone.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ class RunStats:
         self.resumed = resumed
         self.run_id = run_id
         self.counters: Callable[[], dict[str, int]] = dict
+        self.own: dict[str, int] = {}  # this attempt's counters at the last cut
         self.replayed = 0
         self.rss_first_cut = 0.0  # worker memory, to show it stays flat
         self.rss_peak = 0.0
@@ -36,7 +40,7 @@ class RunStats:
         rss_mb = rss_now_mb()
         self.rss_first_cut = self.rss_first_cut or rss_mb
         self.rss_peak = max(self.rss_peak, rss_mb)
-        counters = self.counters()
+        counters = self.own = self.counters()
         return {
             "rss_mb_first_cut": self.rss_first_cut,
             "rss_mb_peak": self.rss_peak,

@@ -30,6 +30,8 @@ Layout::
     <root>/<dag_id>/<task_id>/<interval_start>/part-00003/
         segments/<kind>-<attempt>-<uuid32>.arrow              Arrow IPC, immutable
         manifests/manifest-<epoch:08d>-<attempt>-<uuid8>.json  commit point
+    <root>/<dag_id>/<task_id>/<interval_start>/attempts/
+        part-00003-<attempt>-<uuid8>.json                     one attempt's own counters
 
 Guarantees: segments are written before the manifest that references them; the manifest
 appears atomically (temp + rename on local/HDFS, one PUT on object stores) and lists every
@@ -42,6 +44,7 @@ validated (``ValueError``) and ``:``/``+`` escaped as ``%3A``/``%2B``.
 Blocking I/O throughout: call it from a thread (``asyncio.to_thread``) inside event loops.
 """
 
+from .attempt_counts import AttemptCounts, AttemptLedger, AttemptRecorder, LedgerReading
 from .lease import Heartbeat, LeaseError, NamespaceLease
 from .manifest import FORMAT_VERSION, Manifest, ManifestError, NewerFormatError, SegmentRef
 from .partition import DEFAULT_GRACE, PartitionSnapshots
@@ -52,8 +55,12 @@ from .store import SnapshotStore
 __all__ = [
     "DEFAULT_GRACE",
     "FORMAT_VERSION",
+    "AttemptCounts",
+    "AttemptLedger",
+    "AttemptRecorder",
     "Heartbeat",
     "LeaseError",
+    "LedgerReading",
     "Manifest",
     "ManifestError",
     "NamespaceInfo",

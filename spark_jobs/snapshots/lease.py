@@ -14,6 +14,10 @@ has expired (its owner died). Ownership is checked where it matters, not only at
 Writing is last-writer-wins (no compare-and-swap on every store), so two runs racing for
 a free lease both read it back after a short settle: the one that does not find its own
 name waits. Should both still believe they won, the loser fails its next commit check.
+
+A waiting run says whom it waits for, when that run last renewed, when its lease expires
+and how long it will wait (``--lease-wait``), then a short line every
+:data:`WAIT_REPORT_S` while it waits: a wait of an hour must not look like a hang.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from fsspec import AbstractFileSystem
 
@@ -34,6 +39,8 @@ logger = logging.getLogger(__name__)
 LEASE_FILE = "_lease.json"
 DEFAULT_TTL_S = 60.0
 _SETTLE_S = 0.5  # between writing a lease and reading it back
+#: Seconds between two "still waiting" lines while another run holds the namespace.
+WAIT_REPORT_S = 10.0
 
 
 class LeaseError(RuntimeError):
@@ -42,8 +49,24 @@ class LeaseError(RuntimeError):
 
 @dataclass(frozen=True)
 class Lease:
+    """The lease file: its owner, and when it expires and was last renewed (Unix time;
+    ``renewed_at`` is None in a lease written before it was recorded)."""
+
     owner: str
-    expires_at: float  # Unix time
+    expires_at: float
+    renewed_at: float | None = None
+
+    def describe(self, now: float) -> str:
+        """``last renewed 2026-11-24T10:55:03Z (4s ago), expires 2026-11-24T10:56:03Z (in
+        56s)``, ages by this host's clock (``now``)."""
+        renewed = "last renewed at an unknown time"
+        if self.renewed_at is not None:
+            renewed = f"last renewed {_utc(self.renewed_at)} ({now - self.renewed_at:.0f}s ago)"
+        return f"{renewed}, expires {_utc(self.expires_at)} (in {self.expires_at - now:.0f}s)"
+
+
+def _utc(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class NamespaceLease:
@@ -67,7 +90,12 @@ class NamespaceLease:
     def read(self) -> Lease | None:
         try:
             data = json.loads(self._fs.cat_file(self._path))
-            return Lease(str(data["owner"]), float(data["expires_at"]))
+            renewed = data.get("renewed_at")
+            return Lease(
+                str(data["owner"]),
+                float(data["expires_at"]),
+                None if renewed is None else float(renewed),
+            )
         except FileNotFoundError:
             return None
         except (ValueError, KeyError, TypeError):
@@ -84,13 +112,15 @@ class NamespaceLease:
         lease = self.read()
         return lease is not None and lease.owner == self.owner
 
-    def acquire(self, wait_s: float, poll_s: float = 1.0) -> None:
-        """Take the lease, waiting up to ``wait_s`` for a live one to end or expire."""
-        deadline = self._clock() + wait_s
-        announced = False
+    def acquire(self, wait_s: float, poll_s: float = 1.0, report_s: float = WAIT_REPORT_S) -> None:
+        """Take the lease, waiting up to ``wait_s`` for a live one to end or expire; while
+        waiting, say so every ``report_s`` (each poll reads the lease file, nothing more)."""
+        started = self._clock()
+        reported_at: float | None = None
         while True:
             lease = self.read()
-            if lease is None or lease.owner == self.owner or lease.expires_at <= self._clock():
+            now = self._clock()
+            if lease is None or lease.owner == self.owner or lease.expires_at <= now:
                 if lease is not None and lease.owner != self.owner:
                     logger.warning("taking over the expired lease of run %s", lease.owner)
                 self._write()
@@ -98,14 +128,31 @@ class NamespaceLease:
                 if self.holds():
                     return
                 continue  # another run wrote after us: it won
-            if self._clock() >= deadline:
+            waited = now - started
+            if waited >= wait_s:
                 raise LeaseError(
-                    f"another run ({lease.owner}) holds {self._directory} and renews its lease; "
-                    f"waited {wait_s:g}s for it to finish (--lease-wait)"
+                    f"another run ({lease.owner}) holds {self._directory} and renews its lease "
+                    f"({lease.describe(now)}); waited {wait_s:g}s for it to finish (--lease-wait)"
                 )
-            if not announced:
-                logger.info("run %s holds this namespace: waiting for it", lease.owner)
-                announced = True
+            if reported_at is None:
+                logger.info(
+                    "run %s holds this namespace: waiting up to %gs (--lease-wait) for it to "
+                    "finish or its lease to expire; %s (%s)",
+                    lease.owner,
+                    wait_s,
+                    lease.describe(now),
+                    self._directory,
+                )
+                reported_at = now
+            elif now - reported_at >= report_s:
+                logger.info(
+                    "still waiting for run %s: %.0fs of %gs (--lease-wait); %s",
+                    lease.owner,
+                    waited,
+                    wait_s,
+                    lease.describe(now),
+                )
+                reported_at = now
             time.sleep(poll_s)
 
     def renew(self) -> bool:
@@ -120,7 +167,8 @@ class NamespaceLease:
             self._fs.rm_file(self._path)
 
     def _write(self) -> None:
-        data = json.dumps({"owner": self.owner, "expires_at": self._clock() + self.ttl_s})
+        now = self._clock()
+        data = json.dumps({"owner": self.owner, "expires_at": now + self.ttl_s, "renewed_at": now})
         write_atomically(self._fs, self._directory, LEASE_FILE, data.encode())
 
 

@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 import pyarrow as pa
 from fsspec import AbstractFileSystem
 
+from .attempt_counts import AttemptLedger
 from .manifest import Manifest, ManifestError, NewerFormatError, SegmentRef
 from .paths import (
     MANIFEST_NAME,
@@ -103,6 +104,10 @@ class PartitionSnapshots:
 
     def __repr__(self) -> str:
         return f"PartitionSnapshots({self.path!r})"
+
+    def attempt_ledger(self) -> AttemptLedger:
+        """The attempt records of this partition's namespace (its parent directory)."""
+        return AttemptLedger(self._fs, self.path.rsplit("/", 1)[0])
 
     def write_segment(self, table: pa.Table, *, kind: str, attempt: str) -> SegmentRef:
         """Durably write ``table`` as a new immutable segment; commit a manifest to publish it.

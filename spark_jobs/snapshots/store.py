@@ -14,6 +14,7 @@ from typing import Any
 
 from fsspec.core import url_to_fs
 
+from .attempt_counts import AttemptLedger, LedgerReading
 from .lease import DEFAULT_TTL_S, LEASE_FILE, NamespaceLease
 from .manifest import ManifestError, parse_stored_json
 from .partition import DEFAULT_GRACE, PartitionSnapshots
@@ -83,6 +84,10 @@ class SnapshotStore:
             if manifest is not None:
                 progress.append(PartitionProgress.of(manifest))
         return progress
+
+    def attempt_counts(self, key: NamespaceKey) -> LedgerReading:
+        """Every attempt's own counters (see ``attempt_counts.py``): one listing."""
+        return AttemptLedger(self._fs, self.namespace_path(key)).read()
 
     def namespace_keys(self) -> list[NamespaceKey]:
         """Every task run under the root, from directory names alone (no manifest read).

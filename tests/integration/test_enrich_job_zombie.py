@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import time
 from collections import Counter
@@ -67,6 +68,12 @@ def test_a_second_run_started_at_a_random_moment_waits_and_pays_nothing(tmp_path
     assert calls == Counter(IDS), "the second run called the API"
     if "holds this namespace: waiting" in second_log:  # it started while the first ran
         assert "already complete: run first published" in second_log
+        # Whom it waited for, since when, until when, and for how long at most.
+        assert re.search(
+            r"run first holds this namespace: waiting up to 3600s \(--lease-wait\) for it to "
+            r"finish or its lease to expire; last renewed \S+Z \(\d+s ago\), expires \S+Z",
+            second_log,
+        ), second_log[-3000:]
 
 
 def test_a_stalled_run_loses_its_lease_is_fenced_off_and_the_takeover_is_exact(tmp_path):

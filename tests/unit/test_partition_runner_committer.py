@@ -41,7 +41,8 @@ def store(tmp_path: Path):
 
 def committer(store, check_lease=lambda: None, resumed=None, **policy) -> SnapshotCommitter:
     policy = CutPolicy(**{"interval": 3600.0, "max_rows": 3, **policy})
-    return SnapshotCommitter(store, SCHEMA, TASK, resumed, policy, check_lease)
+    recorder = store.attempt_ledger().recorder(0, TASK.attempt, TASK.run_id)
+    return SnapshotCommitter(store, SCHEMA, TASK, resumed, policy, check_lease, recorder)
 
 
 async def test_cuts_chain_epochs_segments_first_then_the_manifest(store) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from spark_jobs.partition_runner.stats import RunStats, rss_now_mb
-from spark_jobs.snapshots import Manifest
+from spark_jobs.snapshots import Manifest, NamespaceKey, SnapshotStore
 
 
 def resumed(**stats: object) -> Manifest:
@@ -44,3 +44,23 @@ def test_memory_is_the_first_cut_and_the_peak() -> None:
     assert second["rss_mb_first_cut"] == first["rss_mb_first_cut"] > 0
     assert second["rss_mb_peak"] >= first["rss_mb_peak"] + 32
     assert rss_now_mb() > 0
+
+
+def test_attempt_records_count_a_crashed_attempts_calls_up_to_its_last_cut(tmp_path) -> None:
+    """The partition runner without Spark: an attempt dies mid-run, the next resumes. The
+    crashed one's record holds its calls up to its last cut (not final), the resumed
+    one's every call it made (final), whatever the manifests kept."""
+    from tests.unit.test_partition_runner import CALLS, make_spec, run_partition
+
+    spec = make_spec(str(tmp_path), "unordered", max_rows=20)
+    CALLS.clear()
+    run_partition(spec, 3000, 2, "a0")
+    crashed_calls = sum(CALLS.values())
+    CALLS.clear()
+    run_partition(spec, 3000, None, "a1")
+    resumed_calls = sum(CALLS.values())
+    store = SnapshotStore(str(tmp_path))
+    records = {r.attempt: r for r in store.attempt_counts(NamespaceKey("d", "t", "i")).records}
+    assert records["a1"].final and records["a1"].counters == {"requests_made": resumed_calls}
+    assert not records["a0"].final
+    assert 0 < records["a0"].counters["requests_made"] <= crashed_calls

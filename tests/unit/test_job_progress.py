@@ -1,0 +1,68 @@
+"""The driver's progress lines (``spark_jobs/progress.py``) from real manifests in a real
+snapshot store; the clock is the reporter's own, so rates are exact figures."""
+
+from __future__ import annotations
+
+import logging
+
+import pyarrow as pa
+import pytest
+
+from spark_jobs.progress import ProgressReporter
+from spark_jobs.snapshots import Manifest, NamespaceKey, SnapshotStore
+
+KEY = NamespaceKey("d", "t", "i")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def commit(store: SnapshotStore, partition: int, rows: int, epoch: int) -> None:
+    part = store.partition(KEY, partition)
+    ref = part.write_segment(pa.table({"id": list(range(rows))}), kind="results", attempt="a")
+    part.commit(Manifest("f", partition, epoch, rows, "a", segments=[ref], records_total=1000))
+
+
+def partition_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("partition")]
+    caplog.clear()
+    return lines
+
+
+def test_the_first_line_gives_the_rate_since_start_never_zero(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="enrich_job.progress")
+    store, clock = SnapshotStore(str(tmp_path)), Clock()
+    commit(store, 0, rows=200, epoch=3)  # resumed: 200 done by an earlier run
+    reporter = ProgressReporter(store, KEY, {0: 1000, 1: 1000}, interval=5, clock=clock)
+    reporter.baseline()
+    commit(store, 0, rows=400, epoch=4)
+    commit(store, 1, rows=100, epoch=0)
+    clock.now += 10
+    reporter.report()
+    assert partition_lines(caplog) == [
+        "partition 0: 400/1000 (40%), 20 rec/s since start, 0 in flight, epoch 4",
+        "partition 1: 100/1000 (10%), 10 rec/s since start, 0 in flight, epoch 0",
+    ]
+    commit(store, 0, rows=500, epoch=5)
+    clock.now += 5
+    reporter.report()
+    assert partition_lines(caplog) == [
+        "partition 0: 500/1000 (50%), 20 rec/s, 0 in flight, epoch 5",
+        "partition 1: 100/1000 (10%), 0 rec/s, 0 in flight, epoch 0",
+    ]
+
+
+def test_without_a_starting_point_the_first_line_says_no_rate_yet(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="enrich_job.progress")
+    store, clock = SnapshotStore(str(tmp_path)), Clock()
+    commit(store, 0, rows=300, epoch=2)
+    reporter = ProgressReporter(store, KEY, {0: 1000}, interval=5, clock=clock)
+    reporter.report()  # no baseline: its reading failed
+    assert partition_lines(caplog) == [
+        "partition 0: 300/1000 (30%), no rate yet, 0 in flight, epoch 2"
+    ]

@@ -1,0 +1,87 @@
+"""The namespace lease between two real holders on a real local store: a run that waits
+says for whom, since when and for how long, and keeps saying it while it waits."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from datetime import UTC, datetime
+
+import pytest
+
+from spark_jobs.snapshots import LeaseError, NamespaceKey, SnapshotStore
+
+KEY = NamespaceKey("d", "t", "2026-11-20T00:00:00+00:00")
+
+
+def utc(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def lease_file(store: SnapshotStore) -> dict:
+    with open(f"{store.namespace_path(KEY)}/_lease.json") as handle:
+        return json.load(handle)
+
+
+def waiting_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "waiting" in r.getMessage()]
+
+
+def test_a_waiting_run_names_the_holder_its_renewal_expiry_and_wait(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="spark_jobs.snapshots.lease")
+    store = SnapshotStore(str(tmp_path))
+    first = store.lease(KEY, "first", ttl_s=120)
+    first.acquire(0)
+    held = lease_file(store)
+    second = store.lease(KEY, "second", ttl_s=120)
+    waiter = threading.Thread(
+        target=second.acquire, kwargs={"wait_s": 300, "poll_s": 0.05, "report_s": 0.2}
+    )
+    waiter.start()
+    try:
+        deadline = time.monotonic() + 60
+        while len(waiting_lines(caplog)) < 3:  # the announcement and two progress lines
+            assert time.monotonic() < deadline, waiting_lines(caplog)
+            time.sleep(0.05)
+    finally:
+        first.release()
+        waiter.join(60)
+    assert second.holds() and not first.holds()
+    announced, *progress = waiting_lines(caplog)
+    assert announced.startswith(
+        "run first holds this namespace: waiting up to 300s (--lease-wait) for it to finish "
+        f"or its lease to expire; last renewed {utc(held['renewed_at'])} ("
+    )
+    assert f"expires {utc(held['expires_at'])} (in 1" in announced  # about 120 s from now
+    assert store.namespace_path(KEY) in announced
+    for line in progress:
+        assert line.startswith("still waiting for run first: ")
+        assert "s of 300s (--lease-wait); last renewed " + utc(held["renewed_at"]) in line
+        assert f"expires {utc(held['expires_at'])}" in line
+
+
+def test_a_wait_that_runs_out_fails_naming_the_holder_and_its_lease(tmp_path):
+    store = SnapshotStore(str(tmp_path))
+    store.lease(KEY, "first", ttl_s=120).acquire(0)
+    held = lease_file(store)
+    with pytest.raises(LeaseError) as raised:
+        store.lease(KEY, "second").acquire(0.2, poll_s=0.05)
+    message = str(raised.value)
+    assert message.startswith(f"another run (first) holds {store.namespace_path(KEY)}")
+    assert f"last renewed {utc(held['renewed_at'])}" in message
+    assert f"expires {utc(held['expires_at'])}" in message
+    assert message.endswith("waited 0.2s for it to finish (--lease-wait)")
+
+
+def test_a_lease_written_without_its_renewal_time_still_explains_the_wait(tmp_path):
+    """A lease of an earlier version (owner and expiry only) is read, not refused."""
+    store = SnapshotStore(str(tmp_path))
+    store.lease(KEY, "first", ttl_s=120).acquire(0)
+    path = f"{store.namespace_path(KEY)}/_lease.json"
+    expires = time.time() + 120
+    with open(path, "w") as handle:
+        json.dump({"owner": "first", "expires_at": expires}, handle)
+    with pytest.raises(LeaseError, match="last renewed at an unknown time, expires"):
+        store.lease(KEY, "second").acquire(0.1, poll_s=0.05)
