@@ -28,6 +28,7 @@ from spark_jobs.job_cli import parse_args
 from spark_jobs.job_spec import JobSpec, SpecError
 from spark_jobs.progress import ProgressReporter
 from spark_jobs.publish import discard, drop_data, publish, staging_for, write_summary
+from spark_jobs.run_failures import RunFailed, dead_letter_ceiling, fail_if, systemic_failure
 from spark_jobs.snapshots import (
     Heartbeat,
     LeaseError,
@@ -74,6 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     except LeaseError as error:
         print(f"enrich_job: error: {error}", file=sys.stderr)
         return LEASE_EXIT
+    except RunFailed as failure:  # systemic failure, dead-letter ceiling: see run_failures
+        if failure.summary is not None:
+            print(json.dumps(failure.summary, sort_keys=True))
+        print(f"enrich_job: error: {failure.reason}", file=sys.stderr)
+        return failure.exit_status
     finally:
         spark.stop()
     print(json.dumps(summary, sort_keys=True))
@@ -141,6 +147,9 @@ def _run_holding_lease(
     try:
         with ProgressReporter(store, key, sizes, spec.progress_interval):
             counts = write_outputs(enriched, spec, staging)
+        fail_if(
+            store, key, job_record, run_id, systemic_failure(store.namespace_progress(key), run_id)
+        )
         summary = build_summary(
             store,
             key,
@@ -151,6 +160,7 @@ def _run_holding_lease(
             duration_s=time.monotonic() - started,
             run_id=run_id,
         )
+        fail_if(store, key, job_record, run_id, dead_letter_ceiling(summary, spec.max_dead_letters))
         if summary.get("budget_exhausted"):
             # Partial output must not look like a result: only the summary says so.
             drop_data(staging)
