@@ -1,0 +1,92 @@
+"""Runs that fail as a whole through the real job (Spark local[2], the demo API on
+loopback): a wrong key stops like an outage, a dead-letter ceiling fails a finished run,
+and neither publishes anything nor loses what was paid for."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from demo.stack import demo_api
+from spark_jobs.defaults import AUTH_FAILURE_THRESHOLD
+from spark_jobs.run_failures import DEAD_LETTER_CEILING_EXIT, SYSTEMIC_EXIT
+from spark_jobs.snapshots import NamespaceKey, SnapshotStore
+
+from .job_support import job_args, read_output, run_job, write_input
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+KEY = NamespaceKey("manual", "enrich", "default")
+RIGHT, WRONG = "right-key-7d1e", "wrong-key-93af"
+
+
+def snapshot_counts(snapshot_dir: Path) -> tuple[int, int]:
+    """(results, dead letters) committed in the namespace's snapshots."""
+    partitions = SnapshotStore(str(snapshot_dir)).namespace_progress(KEY)
+    assert partitions, "the snapshots are kept"
+    return sum(p.committed_rows for p in partitions), sum(p.dead_letter_rows for p in partitions)
+
+
+def test_a_wrong_key_fails_the_run_at_once_and_the_fixed_run_resumes_and_succeeds(tmp_path):
+    ids = [f"k{i:05d}" for i in range(2000)]
+    write_input(tmp_path / "in" / "part.jsonl", ids)
+    capacity = 10
+    args = job_args(tmp_path, None, "--partitions", "2", "--capacity", str(capacity))
+    args += ["--token-env", "GEO_API_KEY"]
+    with demo_api("--token-env", "DEMO_TOKEN", env={"DEMO_TOKEN": RIGHT}) as api:
+        args += ["--url-template", api.url + "/customers/{id}"]
+        started = time.monotonic()
+        code, log = run_job(args, env={"GEO_API_KEY": WRONG})
+        wall = time.monotonic() - started
+        refused = api.get("/stats")["by_status"]
+        assert code == SYSTEMIC_EXIT, log[-3000:]
+        assert "systemic failure" in log and "ClientStatusError HTTP 401" in log
+        assert "check the API key / bearer token (from $GEO_API_KEY)" in log
+        assert "Nothing was published and no dead letter was written" in log
+        assert WRONG not in log and RIGHT not in log, "no secret in any message"
+        assert not (tmp_path / "out").exists(), "nothing published"
+        assert not list(tmp_path.glob("out.staging-*"))
+        assert snapshot_counts(tmp_path / "snapshots") == (0, 0), "no dead letters written"
+        assert set(refused) == {"401"}
+        assert refused["401"] <= 2 * (AUTH_FAILURE_THRESHOLD + capacity), refused
+        print(f"\nwrong key: exit {code} after {refused['401']} calls, {wall:.1f} s wall")
+
+        code, log = run_job(args, env={"GEO_API_KEY": RIGHT})
+        assert code == 0, log[-3000:]
+        assert "resuming epoch" in log
+        calls = api.calls_per_key()
+    data, dead, summary = read_output(tmp_path / "out")
+    assert dead == [] and summary["dead_letters"] == 0
+    assert Counter(r["id"] for r in data) == Counter(ids)
+    assert calls == Counter(ids), "every record paid for once with the right key"
+
+
+def test_a_dead_letter_ceiling_fails_a_finished_run_and_a_rerun_replays_it_without_calls(
+    tmp_path,
+):
+    ids = [f"k{i:05d}" for i in range(1000)]
+    write_input(tmp_path / "in" / "part.jsonl", ids)
+    with demo_api("--bad-request-rate", "0.05") as api:
+        args = job_args(tmp_path, api.url, "--partitions", "2", "--max-dead-letters", "1%")
+        code, log = run_job(args)
+        assert code == DEAD_LETTER_CEILING_EXIT, log[-3000:]
+        assert "dead-letter ceiling crossed:" in log
+        assert "more than --max-dead-letters 1% (10)" in log
+        assert '"failed": "dead-letter ceiling crossed' in log, "the printed summary says why"
+        assert "systemic" not in log, "400s that vary by record are dead letters"
+        assert not (tmp_path / "out").exists(), "nothing published"
+        enriched, dead_letters = snapshot_counts(tmp_path / "snapshots")
+        assert enriched + dead_letters == len(ids) and dead_letters > 10
+        calls = api.calls_per_key()
+
+        args[args.index("1%")] = "10%"  # the ceiling is no part of the job's identity
+        code, log = run_job(args)
+        assert code == 0, log[-3000:]
+        assert api.calls_per_key() == calls, "the rerun replays; it pays for nothing again"
+    data, dead, summary = read_output(tmp_path / "out")
+    assert len(dead) == dead_letters and all("HTTP 400" in r["error"] for r in dead)
+    assert Counter(r["id"] for r in [*data, *dead]) == Counter(ids)
+    assert summary["replayed_from_snapshot"] == len(ids)
