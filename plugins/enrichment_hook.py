@@ -139,3 +139,14 @@ class EnrichmentApiHook(BaseHook):
                 f"records done, {summary['records_left']} left; clear this task to resume "
                 "(committed work is kept and not paid again)"
             )
+
+    def fail_for_a_failed_run(self, key: NamespaceKey, run_id: str) -> None:
+        """A run the job failed as a whole (a systemic failure, a dead-letter ceiling) ends
+        failed *without* automatic retries, saying why and what a retry will do: the same
+        run again would only fail the same way. Its reason is in the namespace's job record."""
+        record = self.snapshot_store.read_job_record(key) or {}
+        failure = record.get("last_failure") or {}
+        if failure.get("run_id") != run_id:
+            return
+        self.log.error("enrichment run failed: %s", failure["reason"])
+        raise AirflowFailException(f"{failure['reason']} A retry: {failure['retry']}")

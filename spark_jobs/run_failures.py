@@ -35,18 +35,26 @@ class _FailureOptions(Protocol):
 
 
 class RunFailed(Exception):
-    """The run failed as a whole; ``exit_status`` says how, ``summary`` is its counts
-    (None when no summary could be built)."""
+    """The run failed as a whole; ``exit_status`` says how, ``retry`` what clearing the
+    Airflow task will do, ``summary`` is its counts (None when none could be built)."""
 
-    def __init__(self, exit_status: int, reason: str, summary: dict[str, Any] | None = None):
+    def __init__(
+        self, exit_status: int, reason: str, retry: str, summary: dict[str, Any] | None = None
+    ):
         super().__init__(reason)
         self.exit_status = exit_status
         self.reason = reason
+        self.retry = retry
         self.summary = summary
 
     def record(self, run_id: str) -> dict[str, Any]:
         """The ``last_failure`` entry of the job record."""
-        return {"run_id": run_id, "exit_status": self.exit_status, "reason": self.reason}
+        return {
+            "run_id": run_id,
+            "exit_status": self.exit_status,
+            "reason": self.reason,
+            "retry": self.retry,
+        }
 
 
 def check_failure_options(spec: _FailureOptions) -> None:
@@ -88,6 +96,8 @@ def systemic_failure(partitions: list[Any], run_id: str) -> RunFailed | None:
         f"{reasons[0]} ({len(reasons)} partition(s) stopped). Nothing was published and no "
         "dead letter was written; the snapshots are kept: fix the cause and run again, "
         "the run resumes and calls those records again.",
+        "fix the cause (for 401/403 the connection's key or token), then clear this task: "
+        "it resumes from the snapshots and calls those records again",
     )
 
 
@@ -104,7 +114,11 @@ def dead_letter_ceiling(summary: dict[str, Any], ceiling: str | int | None) -> R
         f"({limit}). Nothing was published; the snapshots are kept: a rerun replays "
         "the result without calling the API again."
     )
-    return RunFailed(DEAD_LETTER_CEILING_EXIT, reason, {**summary, "failed": reason})
+    retry = (
+        "clearing this task replays the same result without calls, and fails again unless "
+        "max_dead_letters is raised; read the errors in the snapshots' dead letters first"
+    )
+    return RunFailed(DEAD_LETTER_CEILING_EXIT, reason, retry, {**summary, "failed": reason})
 
 
 def fail_if(

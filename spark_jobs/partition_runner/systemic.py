@@ -13,8 +13,9 @@ The threshold is small (``--systemic-threshold``, 20 by default): a real per-rec
 rarely repeats 20 times in a row with no success between (404s or 400s among successes
 keep breaking the streak), and a bad configuration costs at most that many calls per
 partition, plus the calls already in flight. A 401/403 before the partition's first
-success stops sooner (``defaults.AUTH_FAILURE_THRESHOLD``): a key that works would have let one record
-through, and a wrong key should fail a run within seconds of its first calls.
+success stops sooner (``defaults.AUTH_FAILURE_THRESHOLD``): a key that works would have
+let one record through, and a wrong key should fail a run within seconds of its first
+calls.
 """
 
 from __future__ import annotations

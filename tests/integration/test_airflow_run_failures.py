@@ -1,0 +1,56 @@
+"""Airflow's side of runs that fail as a whole (``airflow dags test``, Spark local[2], the
+demo API on loopback): the task fails without automatic retries, and its log says why and
+what clearing it will do."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from demo.stack import airflow, airflow_env, demo_api, init_airflow
+from spark_jobs.defaults import AUTH_FAILURE_THRESHOLD
+
+from .job_support import write_input
+
+pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow]
+
+DAY = "2024-01-01"
+PARTITIONS = 4  # the DAG's
+
+
+def test_a_wrong_key_in_the_connection_fails_the_task_once_saying_why(tmp_path):
+    data = tmp_path / "data"
+    write_input(data / "input" / DAY / "part.jsonl", [f"c{i:05d}" for i in range(2000)])
+    with demo_api("--token-env", "DEMO_API_TOKEN", env={"DEMO_API_TOKEN": "the-right-one"}) as api:
+        # The connection's password (airflow_env's default token) is not the API's key.
+        env = airflow_env(tmp_path / "home", api.url, data, tmp_path / "snapshots")
+        init_airflow(env)
+        conf = json.dumps({"capacity": 5})
+        result = airflow(env, "dags", "test", "enrich_customers", DAY, "--conf", conf)
+        refused = api.get("/stats")["by_status"]
+    log = result.stdout + result.stderr
+    assert "systemic failure" in log and "ClientStatusError HTTP 401" in log, log[-5000:]
+    assert "check the API key / bearer token (from $ENRICHMENT_API_TOKEN)" in log
+    assert "A retry: fix the cause (for 401/403 the connection's key or token), then clear" in log
+    assert set(refused) == {"401"}
+    assert refused["401"] <= PARTITIONS * (AUTH_FAILURE_THRESHOLD + 5), "one try, no retries"
+    assert not (data / "output" / DAY).exists(), "nothing published"
+
+
+def test_a_crossed_dead_letter_ceiling_fails_the_task_once_saying_why(tmp_path):
+    data = tmp_path / "data"
+    ids = [f"c{i:05d}" for i in range(600)]
+    write_input(data / "input" / DAY / "part.jsonl", ids)
+    with demo_api("--bad-request-rate", "0.05") as api:
+        env = airflow_env(tmp_path / "home", api.url, data, tmp_path / "snapshots")
+        init_airflow(env)
+        conf = json.dumps({"max_dead_letters": "1%"})
+        result = airflow(env, "dags", "test", "enrich_customers", DAY, "--conf", conf)
+        calls = api.get("/stats")["total"]
+    log = result.stdout + result.stderr
+    assert "dead-letter ceiling crossed:" in log, log[-5000:]
+    assert "more than --max-dead-letters 1% (6)" in log
+    assert "A retry: clearing this task replays the same result without calls" in log
+    assert calls == len(ids), "each record called once: any retry replays the snapshots"
+    assert not (data / "output" / DAY).exists(), "nothing published"
