@@ -172,6 +172,15 @@ def _add_run_options(add: _Options) -> None:
         help="more dead letters than this (a count, or a share of the input) fail the run, "
         "exit 7, publishing nothing and keeping the snapshots (default: no limit)",
     )
+    add(
+        "--retry-dead-letters",
+        nargs="?",
+        const="all",
+        metavar="CLASSES",
+        help="enrich again only the dead letters of the last result (published, or rejected "
+        "by --max-dead-letters): all, or those of these error classes (ThrottledError,"
+        "ServerError); publishes the merged result (default: off)",
+    )
     add("--progress-interval", type=float, help="seconds between progress lines")
     add("--snapshot-max-rows", type=int, help="cut a snapshot when this many outputs wait")
     add("--keep-snapshots", action="store_true", help="keep the namespace after success")

@@ -87,6 +87,8 @@ class JobSpec:
     ``partition_runner/systemic.py``; 0: never)."""
     max_dead_letters: str | None = None
     """``N`` or ``P%`` of the input: a run with more dead letters fails, publishing nothing."""
+    retry_dead_letters: str | None = None
+    """``all`` or error classes: enrich only those dead letters again (``dead_letter_retry``)."""
     cache_dir: str | None = None
     """Response cache across runs (any fsspec URL); off when None."""
     cache_ttl: str = defaults.CACHE_TTL

@@ -14,7 +14,7 @@ import logging
 import re
 from typing import Any, Protocol
 
-from spark_jobs.option_values import SpecError, check
+from spark_jobs.option_values import SpecError, check, parse_error_classes
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 
 logger = logging.getLogger("enrich_job")
@@ -32,6 +32,7 @@ _CEILING = re.compile(r"^(?P<number>\d+(?:\.\d+)?)(?P<percent>%?)$")
 class _FailureOptions(Protocol):
     systemic_threshold: int
     max_dead_letters: str | int | None
+    retry_dead_letters: str | None
 
 
 class RunFailed(Exception):
@@ -67,6 +68,8 @@ def check_failure_options(spec: _FailureOptions) -> None:
     )
     if spec.max_dead_letters is not None:
         dead_letter_limit(spec.max_dead_letters, 1)
+    if spec.retry_dead_letters is not None:
+        parse_error_classes(spec.retry_dead_letters)
 
 
 def dead_letter_limit(ceiling: str | int, records_in: int) -> int:

@@ -28,7 +28,6 @@ ARROW_TYPES = {
 def read_input(spark: Any, spec: JobSpec) -> Any:
     """The input with the runner's helper columns (source file, event time in ms)."""
     from pyspark.errors import AnalysisException
-    from pyspark.sql import functions as F
 
     reader = spark.read
     try:
@@ -53,6 +52,13 @@ def read_input(spark: Any, spec: JobSpec) -> Any:
             raise SpecError(
                 f"--{option.replace('_', '-')}: {column!r} is not an input column {columns}"
             )
+    return with_helper_columns(frame, spec)
+
+
+def with_helper_columns(frame: Any, spec: JobSpec) -> Any:
+    """The runner's helper columns: the source file, the event time in ms."""
+    from pyspark.sql import functions as F
+
     frame = frame.withColumn(SOURCE_FILE, F.input_file_name())
     if spec.event_time_column:
         frame = frame.withColumn(EVENT_MS, _event_ms(frame, spec.event_time_column))

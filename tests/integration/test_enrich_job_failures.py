@@ -90,3 +90,43 @@ def test_a_dead_letter_ceiling_fails_a_finished_run_and_a_rerun_replays_it_witho
     assert len(dead) == dead_letters and all("HTTP 400" in r["error"] for r in dead)
     assert Counter(r["id"] for r in [*data, *dead]) == Counter(ids)
     assert summary["replayed_from_snapshot"] == len(ids)
+
+
+def test_retry_dead_letters_calls_only_the_chosen_ones_and_publishes_every_record_once(
+    tmp_path,
+):
+    ids = [f"k{i:05d}" for i in range(1500)]
+    write_input(tmp_path / "in" / "part.jsonl", ids)
+    # 5 % of the records answer 500 to their first 2 calls (flaky, then fixed), 2 % always 400.
+    faults = ("--error-rate", "0.05", "--fault-attempts", "2", "--bad-request-rate", "0.02")
+    with demo_api(*faults) as api:
+        args = job_args(tmp_path, api.url, "--partitions", "2", "--max-attempts", "2")
+        code, log = run_job(args)
+        assert code == 0, log[-3000:]
+        _, dead, first = read_output(tmp_path / "out")
+        flaky = sorted(r["id"] for r in dead if r["error"].startswith("ServerError:"))
+        bad = sorted(r["id"] for r in dead if r["error"].startswith("ClientStatusError:"))
+        assert flaky and bad and len(flaky) + len(bad) == len(dead) == first["dead_letters"]
+        calls = api.calls_per_key()
+
+        code, log = run_job([*args, "--retry-dead-letters", "ServerError"])
+        assert code == 0, log[-3000:]
+        retry_calls = api.calls_per_key() - calls
+        assert retry_calls == Counter(flaky), "calls only for the chosen dead letters"
+
+        again, again_log = run_job(args)  # the plain job again: the retry's result stands
+        assert again == 0 and "already complete" in again_log, again_log[-3000:]
+        assert api.calls_per_key() - calls == Counter(flaky)
+    data, dead, summary = read_output(tmp_path / "out")
+    assert Counter(r["id"] for r in [*data, *dead]) == Counter(ids), "every record once"
+    assert sorted(r["id"] for r in dead) == bad
+    assert all(r["name"] for r in data)
+    assert summary["records_in"] == len(ids) and summary["dead_letters"] == len(bad)
+    assert summary["dead_letter_retry"] == {
+        "classes": ["ServerError"],
+        "retried": len(flaky),
+        "enriched": len(flaky),
+        "dead_letters": 0,
+        "base_run_id": first["run_id"],
+    }
+    assert not list(tmp_path.glob("out.*")), "no staging or rejected result left"
