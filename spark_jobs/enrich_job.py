@@ -208,7 +208,10 @@ def _publish(spec: JobSpec, staging: str, summary: dict[str, Any], lease: Namesp
 
 def _job_record(frame: Any, spec: JobSpec, records_in: int) -> dict[str, Any]:
     """What this run is: its inputs' and enrichment's fingerprint, and its size."""
-    identity = {"inputs": input_fingerprint(frame), "enrichment": spec.enrichment_identity()}
+    identity: dict[str, Any] = {
+        "inputs": input_fingerprint(frame),
+        "enrichment": spec.enrichment_identity(),
+    }
     if spec.retry_dead_letters:  # the rows chosen are part of what the retry's input is
         identity["dead_letter_retry"] = spec.retry_dead_letters
     job_record: dict[str, Any] = {**identity, "fingerprint": _digest(identity)}

@@ -30,9 +30,12 @@ _CEILING = re.compile(r"^(?P<number>\d+(?:\.\d+)?)(?P<percent>%?)$")
 
 
 class _FailureOptions(Protocol):
-    systemic_threshold: int
-    max_dead_letters: str | int | None
-    retry_dead_letters: str | None
+    @property
+    def systemic_threshold(self) -> int: ...
+    @property
+    def max_dead_letters(self) -> str | int | None: ...
+    @property
+    def retry_dead_letters(self) -> str | None: ...
 
 
 class RunFailed(Exception):

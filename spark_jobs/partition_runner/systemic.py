@@ -79,10 +79,10 @@ class SystemicDetector:
     def take(self, output: Result | Failure) -> list[Result | Failure]:
         """The outputs to emit now, in order: none while ``output`` extends the streak."""
         kind = failure_kind(output) if isinstance(output, Failure) else None
-        if kind is None or not self.threshold:
+        if not isinstance(output, Failure) or kind is None or not self.threshold:
             self.succeeded = self.succeeded or isinstance(output, Result)
             return [*self.release(), output]
-        released = self.release() if kind != self.kind else []
+        released: list[Result | Failure] = [*self.release()] if kind != self.kind else []
         self.kind = kind
         self.suspects.append(output)
         if len(self.suspects) >= self._limit():

@@ -78,6 +78,7 @@ def test_a_dead_letter_ceiling_fails_a_finished_run_and_a_rerun_replays_it_witho
         assert '"failed": "dead-letter ceiling crossed' in log, "the printed summary says why"
         assert "systemic" not in log, "400s that vary by record are dead letters"
         assert not (tmp_path / "out").exists(), "nothing published"
+        assert (tmp_path / "out.rejected" / "_SUMMARY.json").exists(), "set aside, not published"
         enriched, dead_letters = snapshot_counts(tmp_path / "snapshots")
         assert enriched + dead_letters == len(ids) and dead_letters > 10
         calls = api.calls_per_key()
@@ -90,6 +91,7 @@ def test_a_dead_letter_ceiling_fails_a_finished_run_and_a_rerun_replays_it_witho
     assert len(dead) == dead_letters and all("HTTP 400" in r["error"] for r in dead)
     assert Counter(r["id"] for r in [*data, *dead]) == Counter(ids)
     assert summary["replayed_from_snapshot"] == len(ids)
+    assert not (tmp_path / "out.rejected").exists(), "superseded by the published output"
 
 
 def test_retry_dead_letters_calls_only_the_chosen_ones_and_publishes_every_record_once(
@@ -130,3 +132,25 @@ def test_retry_dead_letters_calls_only_the_chosen_ones_and_publishes_every_recor
         "base_run_id": first["run_id"],
     }
     assert not list(tmp_path.glob("out.*")), "no staging or rejected result left"
+
+
+def test_retry_dead_letters_of_a_run_rejected_by_the_ceiling_publishes_it(tmp_path):
+    ids = [f"k{i:05d}" for i in range(1000)]
+    write_input(tmp_path / "in" / "part.jsonl", ids)
+    with demo_api("--error-rate", "0.05", "--fault-attempts", "2") as api:
+        args = job_args(tmp_path, api.url, "--partitions", "2", "--max-attempts", "2")
+        args += ["--max-dead-letters", "1%"]
+        code, log = run_job(args)
+        assert code == DEAD_LETTER_CEILING_EXIT, log[-3000:]
+        calls = api.calls_per_key()
+        _, dead_letters = snapshot_counts(tmp_path / "snapshots")
+
+        code, log = run_job([*args, "--retry-dead-letters"])
+        assert code == 0, log[-3000:]
+        retried = api.calls_per_key() - calls
+    data, dead, summary = read_output(tmp_path / "out")
+    assert dead == [] and Counter(r["id"] for r in data) == Counter(ids)
+    assert sum(retried.values()) == len(retried) == dead_letters, "one call per dead letter"
+    assert summary["dead_letter_retry"]["classes"] == "all"
+    assert summary["dead_letter_retry"]["retried"] == dead_letters
+    assert not (tmp_path / "out.rejected").exists()
