@@ -79,6 +79,14 @@ with DAG(
             description="N or P%: more dead letters fail the task without retries, "
             "publishing nothing (empty: no limit)",
         ),
+        "retry_dead_letters": Param(
+            None,
+            type=["null", "string"],
+            pattern=r"^(all|[A-Za-z_]\w*(,[A-Za-z_]\w*)*)$",
+            description="all, or error classes (ThrottledError,ServerError): enrich again "
+            "only those dead letters of the day's last result and publish the merged result "
+            "(empty: a normal run)",
+        ),
     },
     default_args={
         "retries": 3,
@@ -118,6 +126,7 @@ with DAG(
         cache_ttl="{{ var.value.get('enrichment_cache_ttl', '') }}",
         max_requests="{{ params.max_requests }}",
         max_dead_letters="{{ params.max_dead_letters }}",
+        retry_dead_letters="{{ params.retry_dead_letters }}",
         cost_per_request="{{ var.value.get('enrichment_cost_per_request', '') }}",
         job_args=["--snapshot-interval", "{{ params.snapshot_interval }}"],
         pool="enrichment_api",

@@ -9,9 +9,12 @@ import json
 import pytest
 
 from demo.stack import airflow, airflow_env, demo_api, init_airflow
+from plugins.enrichment_hook import EnrichmentApiHook
 from spark_jobs.defaults import AUTH_FAILURE_THRESHOLD
+from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 
 from .job_support import write_input
+from .operator_support import enrichment_operator
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow]
 
@@ -54,3 +57,49 @@ def test_a_crossed_dead_letter_ceiling_fails_the_task_once_saying_why(tmp_path):
     assert "A retry: clearing this task replays the same result without calls" in log
     assert calls == len(ids), "each record called once: any retry replays the snapshots"
     assert not (data / "output" / DAY).exists(), "nothing published"
+
+
+def job_flags(monkeypatch, tmp_path, **params) -> list[str]:
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_ENRICHMENT_API", json.dumps({"conn_type": "enrichment_api", "host": "api"})
+    )
+    operator = enrichment_operator(**params)
+    api = EnrichmentApiHook(snapshot_root=str(tmp_path))
+    return operator._job_args(api, NamespaceKey("d", "enrich", "day"), "run-1", [])
+
+
+def test_the_operator_passes_the_ceiling_and_the_retry_only_when_set(monkeypatch, tmp_path):
+    flags = job_flags(
+        monkeypatch, tmp_path, max_dead_letters="2%", retry_dead_letters="ServerError"
+    )
+    assert flags[flags.index("--max-dead-letters") + 1] == "2%"
+    assert flags[flags.index("--retry-dead-letters") + 1] == "ServerError"
+    unset = job_flags(monkeypatch, tmp_path, max_dead_letters="None", retry_dead_letters="")
+    assert "--max-dead-letters" not in unset and "--retry-dead-letters" not in unset
+
+
+def test_the_hook_fails_the_task_with_the_job_s_reason_for_its_own_run_only(tmp_path):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    key = NamespaceKey("d", "enrich", "day")
+    failure = {"run_id": "run-1", "exit_status": 6, "reason": "partition 0: systemic failure."}
+    SnapshotStore(str(tmp_path)).write_job_record(
+        key, {"fingerprint": "f", "last_failure": {**failure, "retry": "fix it, then clear"}}
+    )
+    hook = EnrichmentApiHook(snapshot_root=str(tmp_path))
+    hook.fail_for_a_failed_run(key, "run-0")  # another run's failure: not this task's
+    with pytest.raises(AirflowFailException, match=r"systemic failure\. A retry: fix it, then"):
+        hook.fail_for_a_failed_run(key, "run-1")
+
+
+@pytest.mark.parametrize(
+    ("param", "value"), [("max_dead_letters", "ten"), ("retry_dead_letters", "Server Error!")]
+)
+def test_dag_params_refuse_a_malformed_ceiling_or_class_list(param, value):
+    from airflow.sdk.exceptions import ParamValidationError
+
+    from dags.enrich_customers import dag
+
+    with pytest.raises(ParamValidationError):
+        dag.params.get_param(param).resolve(value)
+    assert dag.params.get_param(param).resolve(None) is None
