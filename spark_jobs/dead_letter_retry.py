@@ -19,23 +19,24 @@ from typing import Any
 
 import fsspec
 
+from spark_jobs.defaults import DEAD_LETTER_RETRY_SUFFIX
 from spark_jobs.job_spec import JobSpec
 from spark_jobs.option_values import SpecError, parse_error_classes
 from spark_jobs.publish import SUMMARY, rejected_for
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 from spark_jobs.spark_io import with_helper_columns
 
-#: The retry's snapshot namespace is the original task id with this suffix.
-RETRY_SUFFIX = ".dead-letters"
 ALL = "all"
 
 
 def retry_namespace(key: NamespaceKey) -> NamespaceKey:
-    return NamespaceKey(key.dag_id, key.task_id + RETRY_SUFFIX, key.interval_start)
+    return NamespaceKey(key.dag_id, key.task_id + DEAD_LETTER_RETRY_SUFFIX, key.interval_start)
 
 
 def original_namespace(key: NamespaceKey) -> NamespaceKey:
-    return NamespaceKey(key.dag_id, key.task_id.removesuffix(RETRY_SUFFIX), key.interval_start)
+    return NamespaceKey(
+        key.dag_id, key.task_id.removesuffix(DEAD_LETTER_RETRY_SUFFIX), key.interval_start
+    )
 
 
 @dataclass

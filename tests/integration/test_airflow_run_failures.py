@@ -10,7 +10,7 @@ import pytest
 
 from demo.stack import airflow, airflow_env, demo_api, init_airflow
 from plugins.enrichment_hook import EnrichmentApiHook
-from spark_jobs.defaults import AUTH_FAILURE_THRESHOLD
+from spark_jobs.defaults import AUTH_FAILURE_THRESHOLD, DEAD_LETTER_RETRY_SUFFIX
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 
 from .job_support import write_input
@@ -90,6 +90,11 @@ def test_the_hook_fails_the_task_with_the_job_s_reason_for_its_own_run_only(tmp_
     hook.fail_for_a_failed_run(key, "run-0")  # another run's failure: not this task's
     with pytest.raises(AirflowFailException, match=r"systemic failure\. A retry: fix it, then"):
         hook.fail_for_a_failed_run(key, "run-1")
+    retry_key = NamespaceKey("d", f"enrich{DEAD_LETTER_RETRY_SUFFIX}", "day")
+    ceiling = {"run_id": "run-2", "reason": "dead-letter ceiling crossed.", "retry": "clear"}
+    SnapshotStore(str(tmp_path)).write_job_record(retry_key, {"last_failure": ceiling})
+    with pytest.raises(AirflowFailException, match=r"ceiling crossed\. A retry: clear"):
+        hook.fail_for_a_failed_run(key, "run-2")  # a --retry-dead-letters run's failure
 
 
 @pytest.mark.parametrize(
