@@ -15,7 +15,7 @@ from spark_jobs.defaults import AUTH_FAILURE_THRESHOLD
 from spark_jobs.run_failures import DEAD_LETTER_CEILING_EXIT, SYSTEMIC_EXIT
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 
-from .job_support import job_args, read_output, run_job, write_input
+from .job_support import job_args, kill_group, read_output, run_job, start_job, write_input
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -154,3 +154,43 @@ def test_retry_dead_letters_of_a_run_rejected_by_the_ceiling_publishes_it(tmp_pa
     assert summary["dead_letter_retry"]["classes"] == "all"
     assert summary["dead_letter_retry"]["retried"] == dead_letters
     assert not (tmp_path / "out.rejected").exists()
+
+
+def test_a_retry_of_dead_letters_killed_midway_resumes_in_its_own_namespace(tmp_path):
+    ids = [f"k{i:05d}" for i in range(3000)]
+    write_input(tmp_path / "in" / "part.jsonl", ids)
+    retry_key = NamespaceKey("manual", "enrich.dead-letters", "default")
+    retry_store = SnapshotStore(str(tmp_path / "snapshots"))
+
+    def retried() -> int:
+        try:
+            return sum(p.done_rows for p in retry_store.namespace_progress(retry_key))
+        except FileNotFoundError:
+            return 0
+
+    faults = ("--error-rate", "0.2", "--fault-attempts", "2", "--latency-ms", "100")
+    with demo_api(*faults) as api:
+        args = job_args(tmp_path, api.url, "--partitions", "2", "--max-attempts", "2")
+        # The failing records finish last (after their backoff), in a streak the outage
+        # stop would hold: this test wants them as dead letters.
+        args += ["--outage-threshold", "0"]
+        code, log = run_job(args)
+        assert code == 0, log[-3000:]
+        _, dead, _ = read_output(tmp_path / "out")
+        calls = api.calls_per_key()
+        retry = [*args, "--retry-dead-letters", "--capacity", "4"]  # slow: killed midway
+        job = start_job(retry)
+        deadline = time.monotonic() + 240
+        while retried() < 0.3 * len(dead):
+            assert job.poll() is None, job.communicate()[0][-3000:]
+            assert time.monotonic() < deadline, "no progress"
+            time.sleep(0.2)
+        kill_group(job)
+        code, log = run_job(retry)
+        assert code == 0, log[-3000:]
+        assert "resuming epoch" in log
+        repeated = api.calls_per_key() - calls
+    data, dead_after, summary = read_output(tmp_path / "out")
+    assert dead_after == [] and Counter(r["id"] for r in data) == Counter(ids)
+    assert set(repeated) == {r["id"] for r in dead}, "calls only for the dead letters"
+    assert summary["dead_letter_retry"]["retried"] == len(dead)
