@@ -72,6 +72,21 @@ with DAG(
             description="request budget of one try (empty: none); a spent budget fails the "
             "task without retries, and clearing it resumes",
         ),
+        "max_dead_letters": Param(
+            None,
+            type=["null", "string"],
+            pattern=r"^\d+(\.\d+)?%$|^\d+$",
+            description="N or P%: more dead letters fail the task without retries, "
+            "publishing nothing (empty: no limit)",
+        ),
+        "retry_dead_letters": Param(
+            None,
+            type=["null", "string"],
+            pattern=r"^(all|[A-Za-z_]\w*(,[A-Za-z_]\w*)*)$",
+            description="all, or error classes (ThrottledError,ServerError): enrich again "
+            "only those dead letters of the day's last result and publish the merged result "
+            "(empty: a normal run)",
+        ),
     },
     default_args={
         "retries": 3,
@@ -110,6 +125,8 @@ with DAG(
         # Unset renders "": the job's own default TTL applies.
         cache_ttl="{{ var.value.get('enrichment_cache_ttl', '') }}",
         max_requests="{{ params.max_requests }}",
+        max_dead_letters="{{ params.max_dead_letters }}",
+        retry_dead_letters="{{ params.retry_dead_letters }}",
         cost_per_request="{{ var.value.get('enrichment_cost_per_request', '') }}",
         job_args=["--snapshot-interval", "{{ params.snapshot_interval }}"],
         pool="enrichment_api",

@@ -18,6 +18,7 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowFailException
 
 from plugins.namespace import snapshot_root
+from spark_jobs.defaults import DEAD_LETTER_RETRY_SUFFIX
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 from spark_jobs.snapshots.resume import read_progress
 
@@ -139,3 +140,19 @@ class EnrichmentApiHook(BaseHook):
                 f"records done, {summary['records_left']} left; clear this task to resume "
                 "(committed work is kept and not paid again)"
             )
+
+    def fail_for_a_failed_run(self, key: NamespaceKey, run_id: str) -> None:
+        """A run the job failed as a whole (a systemic failure, a dead-letter ceiling) ends
+        failed *without* automatic retries, saying why and what a retry will do: the same
+        run again would only fail the same way. Its reason is in the job record of the
+        namespace (or of its ``--retry-dead-letters`` namespace)."""
+        retry_key = NamespaceKey(
+            key.dag_id, key.task_id + DEAD_LETTER_RETRY_SUFFIX, key.interval_start
+        )
+        records = [self.snapshot_store.read_job_record(k) or {} for k in (key, retry_key)]
+        failures = [r["last_failure"] for r in records if r.get("last_failure")]
+        failure = next((f for f in failures if f.get("run_id") == run_id), None)
+        if failure is None:
+            return
+        self.log.error("enrichment run failed: %s", failure["reason"])
+        raise AirflowFailException(f"{failure['reason']} A retry: {failure['retry']}")

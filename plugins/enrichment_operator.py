@@ -80,6 +80,11 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
     :param max_requests: request budget of one try; a spent budget fails the task without
         automatic retries, and clearing it resumes (templated).
     :param cost_per_request: price of one call, for the summary's cost report (templated).
+    :param max_dead_letters: ``N`` or ``P%``: more dead letters fail the task without
+        automatic retries, publishing nothing; empty for no limit (templated).
+    :param retry_dead_letters: ``all`` or error classes (``ThrottledError,ServerError``):
+        this run enriches again only those dead letters of the interval's last result and
+        publishes the merged result; empty for a normal run (templated).
     :param job_args: further ``enrich_job`` flags, e.g. ``["--timeout", "10"]`` (templated).
     :param kwargs: ``SparkSubmitOperator``'s parameters (``conf``, ``files``,
         ``env_vars``...), except ``application``, ``conn_id`` and ``application_args``,
@@ -100,6 +105,8 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         "max_requests",
         "cost_per_request",
         "input_options",
+        "max_dead_letters",
+        "retry_dead_letters",
         "job_args",
     )
     operator_extra_links = (SnapshotProgressLink(),)
@@ -127,6 +134,8 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         max_requests: int | str | None = None,
         cost_per_request: float | str | None = None,
         input_options: dict[str, str] | None = None,
+        max_dead_letters: int | str | None = None,
+        retry_dead_letters: str | None = None,
         job_args: Sequence[str] = (),
         **kwargs: Any,
     ) -> None:
@@ -159,6 +168,8 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         self.max_requests = max_requests
         self.cost_per_request = cost_per_request
         self.input_options = dict(input_options or {})
+        self.max_dead_letters = max_dead_letters
+        self.retry_dead_letters = retry_dead_letters
         self.job_args = list(job_args)
 
     # The summary goes to XCom; the provider declares its execute as returning None.
@@ -177,6 +188,7 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
                 super().execute(context)
         except AirflowException:
             api.fail_for_a_spent_budget(self.output_path, run_id)
+            api.fail_for_a_failed_run(key, run_id)
             raise
         summary = api.read_summary(self.output_path)
         self.log.info("enrichment summary: %s", json.dumps(summary, sort_keys=True))
@@ -211,6 +223,8 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
             "--cache-ttl": self.cache_ttl,
             "--max-requests": self.max_requests,
             "--cost-per-request": self.cost_per_request,
+            "--max-dead-letters": self.max_dead_letters,
+            "--retry-dead-letters": self.retry_dead_letters,
         }
         options.update({k: v for k, v in optional.items() if v not in (None, "", "None")})
         fields = [("--response-field", f"{n}={p}") for n, p in self.response_fields.items()]

@@ -31,6 +31,11 @@ CAPACITY = 100
 SNAPSHOT_INTERVAL_S = 10.0
 CACHE_TTL = "1d"
 MAX_RESPONSE_BYTES = 10 * 2**20
+DEAD_LETTER_RETRY_SUFFIX = ".dead-letters"
+"""A ``--retry-dead-letters`` run's snapshot namespace is its task id with this suffix."""
+AUTH_FAILURE_THRESHOLD = 5
+"""401/403 answers in a row, before a partition's first success, that stop the run as a
+systemic failure (a bad key), sooner than ``--systemic-threshold``."""
 
 SNAPSHOT_ROOT_VARIABLE = "enrichment_snapshot_root"
 """The Airflow Variable naming the snapshot root, for the operators and the web view."""

@@ -12,8 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import shutil
 import sys
 import time
 import uuid
@@ -23,13 +21,22 @@ from typing import Any
 
 import pyarrow as pa
 
+from spark_jobs.dead_letter_retry import DeadLetterRetry, original_fingerprint, retry_namespace
 from spark_jobs.executor_check import ExecutorEnvironmentError, check_executors
 from spark_jobs.input_options import reader_identity
 from spark_jobs.input_reader import read_input
 from spark_jobs.job_cli import parse_args
 from spark_jobs.job_spec import JobSpec, SpecError
 from spark_jobs.progress import ProgressReporter
-from spark_jobs.publish import discard, drop_data, publish, staging_for, write_summary
+from spark_jobs.publish import (
+    discard,
+    drop_data,
+    publish,
+    set_aside,
+    staging_for,
+    write_summary,
+)
+from spark_jobs.run_failures import RunFailed, dead_letter_ceiling, fail_if, systemic_failure
 from spark_jobs.snapshots import (
     Heartbeat,
     LeaseError,
@@ -45,6 +52,7 @@ from spark_jobs.spark_io import (
     partition_sizes,
     write_outputs,
 )
+from spark_jobs.spark_session import check_java, spark_session
 from spark_jobs.summary import build_summary
 
 logger = logging.getLogger("enrich_job")
@@ -61,11 +69,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         spec = parse_args(argv)
-        _check_java()
+        check_java()
     except SpecError as error:
         print(f"enrich_job: error: {error}", file=sys.stderr)
         return 2
-    spark = _spark_session(spec.ship_env)
+    spark = spark_session(spec.ship_env)
     try:
         check_executors(spark)
         summary = run(spark, spec)
@@ -75,6 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     except LeaseError as error:
         print(f"enrich_job: error: {error}", file=sys.stderr)
         return LEASE_EXIT
+    except RunFailed as failure:  # systemic failure, dead-letter ceiling: see run_failures
+        if failure.summary is not None:
+            print(json.dumps(failure.summary, sort_keys=True))
+        print(f"enrich_job: error: {failure.reason}", file=sys.stderr)
+        return failure.exit_status
     finally:
         spark.stop()
     print(json.dumps(summary, sort_keys=True))
@@ -95,6 +108,8 @@ def run(spark: Any, spec: JobSpec) -> dict[str, Any]:
     run_id = spec.run_id or uuid.uuid4().hex[:12]
     store = SnapshotStore(spec.snapshot_dir)
     key = NamespaceKey(spec.dag_id, spec.task_id, spec.interval_start)
+    if spec.retry_dead_letters:  # its own namespace: never the original run's snapshots
+        key = retry_namespace(key)
     lease = store.lease(key, run_id, spec.lease_ttl)
     lease.acquire(spec.lease_wait)
     try:
@@ -124,7 +139,8 @@ def _run_holding_lease(
     run_id: str,
 ) -> dict[str, Any]:
     started = time.monotonic()
-    frame = read_input(spark, spec)
+    retry = DeadLetterRetry.open(spark, spec) if spec.retry_dead_letters else None
+    frame = read_input(spark, spec) if retry is None else retry.frame
     partitioned = partition_deterministically(frame, spec)
     sizes = partition_sizes(frame, spec)
     records_in = sum(sizes.values())
@@ -142,6 +158,9 @@ def _run_holding_lease(
     try:
         with ProgressReporter(store, key, sizes, spec.progress_interval):
             counts = write_outputs(enriched, spec, staging)
+        fail_if(
+            store, key, job_record, run_id, systemic_failure(store.namespace_progress(key), run_id)
+        )
         summary = build_summary(
             store,
             key,
@@ -152,32 +171,53 @@ def _run_holding_lease(
             duration_s=time.monotonic() - started,
             run_id=run_id,
         )
-        if summary.get("budget_exhausted"):
-            # Partial output must not look like a result: only the summary says so.
-            drop_data(staging)
-        write_summary(staging, summary)
-        if not lease.holds():
-            raise LeaseError(_FENCED)
-        publish(staging, spec.output)
+        if retry is not None:
+            retry.merge_into(spark, staging)
+            summary = retry.summary(summary)
+        fail_if(store, key, job_record, run_id, _ceiling(spec, staging, summary))
+        _publish(spec, staging, summary, lease)
     finally:
         discard(staging)  # still there only when this run did not publish
     logger.info("summary: %s", json.dumps(summary, sort_keys=True))
     if not summary.get("budget_exhausted"):  # else the snapshots are what the next run resumes
-        _close_namespace(
-            store,
-            key,
-            spec,
-            {"fingerprint": job_record["fingerprint"], "run_id": run_id, "summary": summary},
-        )
+        completion = {"fingerprint": job_record["fingerprint"], "run_id": run_id}
+        _close_namespace(store, key, spec, {**completion, "summary": summary})
+        if retry is not None:
+            fingerprint = original_fingerprint(store, key)
+            retry.close(store, key, {**completion, "fingerprint": fingerprint, "summary": summary})
     return summary
+
+
+def _ceiling(spec: JobSpec, staging: str, summary: dict[str, Any]) -> RunFailed | None:
+    """A crossed dead-letter ceiling; its result is set aside beside the output."""
+    failure = dead_letter_ceiling(summary, spec.max_dead_letters)
+    if failure is not None and failure.summary is not None:
+        write_summary(staging, failure.summary)
+        set_aside(staging, spec.output)
+    return failure
+
+
+def _publish(spec: JobSpec, staging: str, summary: dict[str, Any], lease: NamespaceLease) -> None:
+    if summary.get("budget_exhausted"):
+        # Partial output must not look like a result: only the summary says so.
+        drop_data(staging)
+    write_summary(staging, summary)
+    if not lease.holds():
+        raise LeaseError(_FENCED)
+    publish(staging, spec.output)
 
 
 def _job_record(frame: Any, spec: JobSpec, records_in: int) -> dict[str, Any]:
     """What this run is: its inputs' and enrichment's fingerprint, and its size."""
-    identity = {"inputs": input_fingerprint(frame), "enrichment": spec.enrichment_identity()}
+    identity: dict[str, Any] = {
+        "inputs": input_fingerprint(frame),
+        "enrichment": spec.enrichment_identity(),
+    }
     reader = reader_identity(spec.input_format, spec.input_options)
     if reader is not None:  # absent as before for JSON lines and Parquet read as always
         identity["reader"] = reader
+    if spec.retry_dead_letters:  # the rows chosen are part of what the retry's input is
+        identity["dead_letter_retry"] = spec.retry_dead_letters
     job_record: dict[str, Any] = {**identity, "fingerprint": _digest(identity)}
     job_record["records_in"] = records_in
     return job_record
@@ -240,37 +280,6 @@ def _partition_function(
 
 def _digest(identity: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
-
-
-def _check_java() -> None:
-    if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
-        raise SpecError(
-            "Java not found: Spark needs Java 17 (install openjdk-17-jre-headless or set JAVA_HOME)"
-        )
-
-
-def _spark_session(ship_env: str | None):
-    from pyspark import SparkConf
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder.appName("enrich_job")
-    if ship_env:
-        # The PEX travels with the job (into every executor's working directory) and is
-        # the executors' Python: it holds the job's packages, Spark adds its own.
-        pex = os.path.abspath(ship_env)
-        shipped = ",".join(filter(None, [SparkConf().get("spark.files", ""), pex]))
-        builder = builder.config("spark.files", shipped)
-        os.environ["PYSPARK_PYTHON"] = f"./{os.path.basename(ship_env)}"
-    else:
-        # Without this Spark's Python workers start `python3` from PATH and miss every package.
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    if not SparkConf().contains("spark.master"):  # python -m, not spark-submit
-        builder = builder.master(os.environ.get("SPARK_MASTER", "local[*]"))
-    spark = builder.getOrCreate()
-    # Partition ids must mean the same rows in every attempt: no adaptive coalescing.
-    spark.conf.set("spark.sql.adaptive.enabled", "false")
-    spark.conf.set("spark.sql.shuffle.partitions", "8")  # only the small per-partition count
-    return spark
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from spark_jobs.row_enrichment import EVENT_MS, SOURCE_FILE
 def read_input(spark: Any, spec: JobSpec) -> Any:
     """The input with the runner's helper columns (source file, event time in ms)."""
     from pyspark.errors import AnalysisException
-    from pyspark.sql import functions as F
 
     options = reader_options(spec.input_format, spec.input_options)
     try:
@@ -31,6 +30,14 @@ def read_input(spark: Any, spec: JobSpec) -> Any:
     except AnalysisException as error:
         raise SpecError(f"--input {spec.input}: {str(error).splitlines()[0]}") from None
     check_columns(frame.columns, spec)
+    return with_helper_columns(frame, spec)
+
+
+def with_helper_columns(frame: Any, spec: JobSpec) -> Any:
+    """The runner's helper columns: the source file, the event time in ms (also added to
+    the rows a dead-letter retry reads back from an earlier output)."""
+    from pyspark.sql import functions as F
+
     frame = frame.withColumn(SOURCE_FILE, F.input_file_name())
     if spec.event_time_column:
         frame = frame.withColumn(EVENT_MS, _event_ms(frame, spec.event_time_column))

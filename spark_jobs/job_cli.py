@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from spark_jobs.defaults import INPUT_FORMATS, MODES, RESUME_MODES
+from spark_jobs.defaults import AUTH_FAILURE_THRESHOLD, INPUT_FORMATS, MODES, RESUME_MODES
 from spark_jobs.enrichers import HttpEnricherConfig
 from spark_jobs.input_options import check_input_options, parse_input_option
 from spark_jobs.job_spec import ATTEMPT_DEADLINE_SHARES, QUEUE_FACTOR, JobSpec
@@ -168,6 +168,28 @@ def _add_run_options(add: _Options) -> None:
         type=int,
         help="consecutive transient call failures that fail the task for a later resume "
         "instead of dead-lettering through an outage; 0 disables",
+    )
+    add(
+        "--systemic-threshold",
+        type=int,
+        help="records in a row failing with one permanent error (same class and HTTP status, "
+        "e.g. 400) that stop the run, exit 6, instead of dead-lettering them; 401/403 before "
+        f"any success stop after {AUTH_FAILURE_THRESHOLD}; 0 disables",
+    )
+    add(
+        "--max-dead-letters",
+        metavar="N|P%",
+        help="more dead letters than this (a count, or a share of the input) fail the run, "
+        "exit 7, publishing nothing and keeping the snapshots (default: no limit)",
+    )
+    add(
+        "--retry-dead-letters",
+        nargs="?",
+        const="all",
+        metavar="CLASSES",
+        help="enrich again only the dead letters of the last result (published, or rejected "
+        "by --max-dead-letters): all, or those of these error classes (ThrottledError,"
+        "ServerError); publishes the merged result (default: off)",
     )
     add("--progress-interval", type=float, help="seconds between progress lines")
     add("--snapshot-max-rows", type=int, help="cut a snapshot when this many outputs wait")

@@ -23,6 +23,7 @@ from spark_jobs.enrichers.batch_config import nest_flat_options
 from spark_jobs.enrichers.validation import IDENTITY
 from spark_jobs.input_options import check_input_options, key_column_value
 from spark_jobs.option_values import SpecError, check, parse_duration, parse_response_field
+from spark_jobs.run_failures import check_failure_options
 
 # Per-attempt deadlines as shares of the record's --timeout, unless set: a record whose
 # first attempt stalls is cut off after a tenth of its budget and keeps most of it for
@@ -83,6 +84,13 @@ class JobSpec:
     outage_threshold: int = 50
     """Records in a row failing transiently (after retries) that stop the partition for a
     later resume instead of dead-lettering through an outage (0: never)."""
+    systemic_threshold: int = 20
+    """Records in a row failing with one permanent error that stop the run (see
+    ``partition_runner/systemic.py``; 0: never)."""
+    max_dead_letters: str | None = None
+    """``N`` or ``P%`` of the input: a run with more dead letters fails, publishing nothing."""
+    retry_dead_letters: str | None = None
+    """``all`` or error classes: enrich only those dead letters again (``dead_letter_retry``)."""
     cache_dir: str | None = None
     """Response cache across runs (any fsspec URL); off when None."""
     cache_ttl: str = defaults.CACHE_TTL
@@ -113,6 +121,7 @@ class JobSpec:
             check(value in choices, name, f"must be one of {', '.join(choices)}, got {value!r}")
         self._check_numbers()
         self._check_cost_options()
+        check_failure_options(self)
         for name in REQUIRED:
             check(bool(getattr(self, name)), name, "is required")
         self._check_enrichment()

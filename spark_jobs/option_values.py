@@ -44,3 +44,16 @@ def parse_response_field(text: str) -> tuple[str, ResponseField]:
         return match["name"], ResponseField(match["path"], match["type"] or "string")
     except ValueError as error:
         raise SpecError(f"--response-field {text!r}: {error}") from None
+
+
+def parse_error_classes(text: str) -> list[str] | None:
+    """``--retry-dead-letters``: ``all`` (None) or error class names, comma-separated."""
+    if text.strip() == "all":
+        return None
+    classes = [c.strip() for c in text.split(",") if c.strip()]
+    if not classes or not all(c.isidentifier() for c in classes):
+        raise SpecError(
+            "--retry-dead-letters: expected all or error classes such as "
+            f"ThrottledError,ServerError, got {text!r}"
+        )
+    return classes

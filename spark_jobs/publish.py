@@ -27,6 +27,20 @@ def staging_for(output: str, run_id: str) -> str:
     return f"{output.rstrip('/')}.staging-{run_id}"
 
 
+def rejected_for(output: str) -> str:
+    """Where the result a dead-letter ceiling rejected is kept, beside ``output`` and never
+    in it: for a look at its dead letters and for ``--retry-dead-letters``."""
+    return f"{output.rstrip('/')}.rejected"
+
+
+def set_aside(staging: str, output: str) -> None:
+    """Keep a rejected staged result as :func:`rejected_for` ``output`` (replacing an
+    older one); the output itself is left as it was."""
+    discard(rejected_for(output))
+    fs, source = fsspec.core.url_to_fs(staging)
+    fs.mv(source, fsspec.core.url_to_fs(rejected_for(output))[1], recursive=True)
+
+
 def write_summary(directory: str, summary: dict[str, Any]) -> None:
     with fsspec.open(f"{directory.rstrip('/')}/{SUMMARY}", "w") as file:
         json.dump(summary, file, indent=2, sort_keys=True)
@@ -48,7 +62,13 @@ def discard(staging: str) -> None:
 
 
 def publish(staging: str, output: str) -> None:
-    """Make ``staging``'s content the output, replacing what was there."""
+    """Make ``staging``'s content the output, replacing what was there (and a rejected
+    result beside it: the new output supersedes it)."""
+    _publish(staging, output)
+    discard(rejected_for(output))
+
+
+def _publish(staging: str, output: str) -> None:
     fs, source = fsspec.core.url_to_fs(staging)
     target = fsspec.core.url_to_fs(output)[1].rstrip("/")
     if has_atomic_rename(fs):

@@ -48,6 +48,7 @@ from .input import (
 from .outage import ApiOutageError, OutageDetector, retry_transient
 from .replay import pending_outcomes, replay
 from .stats import RunStats
+from .systemic import SystemicDetector, SystemicFailureError, credentials_hint
 from .task import PartitionTask
 
 logger = logging.getLogger(__name__)
@@ -125,6 +126,9 @@ class _Attempt:
         self.stats = RunStats(resumed, task.run_id)
         self.inputs = InputRows()
         self.outage = OutageDetector(spec.outage_threshold, task.partition)
+        self.systemic = SystemicDetector(
+            spec.systemic_threshold, task.partition, credentials_hint(spec.http)
+        )
         self.budget = BudgetStop()
         self.buffer = EpochBuffer(runner.schema, runner.enrichment_fields)
         policy = CutPolicy(spec.snapshot_interval, spec.snapshot_max_rows)
@@ -200,17 +204,24 @@ class _Attempt:
                 # Keep everything done so far; the retry resumes from this cut.
                 await self._final_cut(stop="outage")
                 raise
+            except SystemicFailureError as stop:
+                # Not raised on to Spark, whose task retries would only repeat the calls:
+                # the partition ends with its cut, and the driver fails the run naming why.
+                logger.error("%s", stop)
+                await self._final_cut(stop="systemic")
+                return
             if self.budget.spent:
                 # Not a failure: what is done is committed, the rest waits for the next run.
                 logger.warning(
                     "partition %d: the run's request budget is spent; %d records stay queued "
                     "for the next run",
                     self.task.partition,
-                    len(self.budget.held) + len(self.outage),
+                    len(self.budget.held) + len(self.outage) + len(self.systemic),
                 )
                 await self._final_cut(stop="budget")
                 return
             self._emit(self.outage.release())  # the input ended; no outage proven
+            self._emit(self.systemic.release())  # nor a systemic failure
             if self.buffer.rows:
                 yield self.buffer.flush()
             await self._final_cut(stop=None)
@@ -225,7 +236,10 @@ class _Attempt:
                     self.watermark = output.timestamp
                 continue
             if not self.budget.hold(output):
-                self._emit(self.outage.take(output))
+                for passed in self.outage.take(output):
+                    self._emit(self.systemic.take(passed))
+                if self.systemic.stop is not None:
+                    raise SystemicFailureError(self.systemic.stop)
             if self.buffer.batch_full:
                 yield self.buffer.flush()
             if self.committer.due(self.buffer.epoch.rows):
@@ -239,41 +253,40 @@ class _Attempt:
 
     async def _final_cut(self, *, stop: str | None) -> None:
         """The last snapshot of this attempt: the end of the partition (``stop`` None), an
-        ``"outage"`` or a ``"budget"`` spent."""
+        ``"outage"``, a ``"systemic"`` failure or a ``"budget"`` spent."""
         if self.buffer.rows:
             self.buffer.flush()  # after a stop: the unsent tail goes to the snapshot only
         await self.committer.wait()  # raises if that write failed
-        self._cut(
-            final=stop is None,
-            outage=stop == "outage",
-            budget_exhausted=stop == "budget",
-            last=True,
-        )
+        self._cut(final=stop is None, stop=stop, last=True)
         await self.committer.wait()
 
-    def _cut(
-        self,
-        *,
-        final: bool,
-        outage: bool = False,
-        budget_exhausted: bool = False,
-        last: bool = False,
-    ) -> None:
+    def _cut(self, *, final: bool, stop: str | None = None, last: bool = False) -> None:
         """Take the consistent cut now; the committer writes it while calls continue.
 
         Held-back suspects and records that met the spent budget were emitted before
         everything still queued, so they come first, as records to call again. After an
-        outage, so does every transient failure still queued: the API was down, the
-        records are not bad.
+        outage, so does every transient failure still queued (the API was down, the
+        records are not bad); after a systemic stop, every queued failure of its kind.
         """
         assert self.operator is not None
         queued = self.operator.snapshot()
-        entries = [*self.outage.requeued(), *self.budget.requeued(), *queued.entries]
-        if outage:
+        entries = [
+            *self.systemic.requeued(),
+            *self.outage.requeued(),
+            *self.budget.requeued(),
+            *queued.entries,
+        ]
+        if stop == "outage":
             entries = retry_transient(entries)
+        systemic = self.systemic.stop if stop == "systemic" else None
+        if systemic:
+            entries = self.systemic.retry_queued(entries)
         snapshot = OperatorSnapshot(entries, queued.consumed)
         stats = self.stats.at_cut(
-            final=final, budget_exhausted=budget_exhausted, in_flight=len(entries)
+            final=final,
+            budget_exhausted=stop == "budget",
+            in_flight=len(entries),
+            systemic_failure=systemic,
         )
         epoch = self.buffer.take_epoch()
         self.committer.start(

@@ -36,7 +36,16 @@ class RunStats:
             return 0
         return int(resumed.stats.get("run_requests", 0))
 
-    def at_cut(self, *, final: bool, budget_exhausted: bool, in_flight: int) -> dict[str, Any]:
+    def at_cut(
+        self,
+        *,
+        final: bool,
+        budget_exhausted: bool,
+        in_flight: int,
+        systemic_failure: str | None = None,
+    ) -> dict[str, Any]:
+        """``systemic_failure`` is the reason this attempt stopped as one (the driver
+        fails the run with it), None for any other cut."""
         rss_mb = rss_now_mb()
         self.rss_first_cut = self.rss_first_cut or rss_mb
         self.rss_peak = max(self.rss_peak, rss_mb)
@@ -48,6 +57,7 @@ class RunStats:
             "run_id": self.run_id,
             "run_requests": self.run_requests_before() + counters["requests_made"],
             "budget_exhausted": budget_exhausted,
+            "systemic_failure": systemic_failure,
             "replayed": self.replayed,
             "resumed": self.resumed is not None,
             "finished": final,

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spark_jobs.enrichers import ResponseField
-from spark_jobs.enrichers.errors import ServerError
+from spark_jobs.enrichers.errors import ClientStatusError, ServerError
 from spark_jobs.job_spec import JobSpec
 from spark_jobs.partition_runner import ApiOutageError, PartitionRunner, PartitionTask
 from spark_jobs.row_enrichment import EVENT_MS
@@ -178,3 +178,37 @@ def test_a_spent_budget_stops_each_run_and_the_next_runs_finish_paying_once(
         assert Counter(r["id"] for r in rows) == Counter(f"k{i:04d}" for i in range(n))
         assert total == Counter(f"k{i:04d}" for i in range(n))  # each paid for once
         assert run == (n - 1) // budget  # every run but the last spent its whole budget
+
+
+KEY_OK = {"ok": False}
+
+
+async def refused_until_fixed(record: dict) -> dict:
+    """401 for every record until the key is fixed (KEY_OK["ok"])."""
+    CALLS[record["id"]] += 1
+    await asyncio.sleep(0.001)
+    if not KEY_OK["ok"]:
+        raise ClientStatusError("HTTP 401 from GET http://api/x: 'bad key'", status=401)
+    return {"score": record["amount"] / 10}
+
+
+@pytest.mark.parametrize("mode", ["ordered", "unordered"])
+def test_a_systemic_failure_stops_the_partition_without_dead_letters_and_resume_completes(
+    tmp_path, mode
+):
+    spec = make_spec(
+        str(tmp_path), mode, 40, enricher="tests.unit.test_partition_runner:refused_until_fixed"
+    )
+    KEY_OK["ok"] = False
+    CALLS.clear()
+    run_partition(spec, 300, None, "a0")  # ends, without raising: the driver fails the run
+    committed = SnapshotStore(str(tmp_path)).partition(NamespaceKey("d", "t", "i"), 0).latest()
+    assert committed.dead_letter_rows == 0 and committed.committed_rows == 0
+    reason = committed.stats["systemic_failure"]
+    assert "systemic failure: 5 records in a row failed with ClientStatusError HTTP 401" in reason
+    assert not committed.stats["finished"]
+    assert sum(CALLS.values()) <= 5 + spec.capacity, "stopped within its first calls"
+    KEY_OK["ok"] = True
+    rows = run_partition(spec, 300, None, "a1")
+    assert Counter(r["id"] for r in rows) == Counter(f"k{i:04d}" for i in range(300))
+    assert [r["_error"] for r in rows if r["_error"]] == []

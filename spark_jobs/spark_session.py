@@ -1,0 +1,42 @@
+"""The Spark session the job runs in: Java present, the executors' Python, and the
+settings that keep partition ids meaning the same rows in every attempt."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from typing import Any
+
+from spark_jobs.option_values import SpecError
+
+
+def check_java() -> None:
+    if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
+        raise SpecError(
+            "Java not found: Spark needs Java 17 (install openjdk-17-jre-headless or set JAVA_HOME)"
+        )
+
+
+def spark_session(ship_env: str | None) -> Any:
+    from pyspark import SparkConf
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName("enrich_job")
+    if ship_env:
+        # The PEX travels with the job (into every executor's working directory) and is
+        # the executors' Python: it holds the job's packages, Spark adds its own.
+        pex = os.path.abspath(ship_env)
+        shipped = ",".join(filter(None, [SparkConf().get("spark.files", ""), pex]))
+        builder = builder.config("spark.files", shipped)
+        os.environ["PYSPARK_PYTHON"] = f"./{os.path.basename(ship_env)}"
+    else:
+        # Without this Spark's Python workers start `python3` from PATH and miss every package.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if not SparkConf().contains("spark.master"):  # python -m, not spark-submit
+        builder = builder.master(os.environ.get("SPARK_MASTER", "local[*]"))
+    spark = builder.getOrCreate()
+    # Partition ids must mean the same rows in every attempt: no adaptive coalescing.
+    spark.conf.set("spark.sql.adaptive.enabled", "false")
+    spark.conf.set("spark.sql.shuffle.partitions", "8")  # only the small per-partition count
+    return spark
