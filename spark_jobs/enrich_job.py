@@ -35,6 +35,7 @@ from spark_jobs.snapshots import (
     NamespaceLease,
     SnapshotStore,
 )
+from spark_jobs.secret_check import check_secrets
 from spark_jobs.snapshots.resume import Decision, ResumeRefusedError, decide
 from spark_jobs.spark_io import (
     input_fingerprint,
@@ -60,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         spec = parse_args(argv)
+        check_secrets(spec)
         _check_java()
     except SpecError as error:
         print(f"enrich_job: error: {error}", file=sys.stderr)
