@@ -28,6 +28,7 @@ from spark_jobs.job_cli import parse_args
 from spark_jobs.job_spec import JobSpec, SpecError
 from spark_jobs.progress import ProgressReporter
 from spark_jobs.publish import discard, drop_data, publish, staging_for, write_summary
+from spark_jobs.secret_check import check_secrets
 from spark_jobs.snapshots import (
     Heartbeat,
     LeaseError,
@@ -35,7 +36,6 @@ from spark_jobs.snapshots import (
     NamespaceLease,
     SnapshotStore,
 )
-from spark_jobs.secret_check import check_secrets
 from spark_jobs.snapshots.resume import Decision, ResumeRefusedError, decide
 from spark_jobs.spark_io import (
     input_fingerprint,
@@ -45,6 +45,7 @@ from spark_jobs.spark_io import (
     read_input,
     write_outputs,
 )
+from spark_jobs.spark_logging import apply_level, configure_launch, quiet_builder
 from spark_jobs.summary import build_summary
 
 logger = logging.getLogger("enrich_job")
@@ -66,7 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as error:
         print(f"enrich_job: error: {error}", file=sys.stderr)
         return 2
+    configure_launch(spec.spark_log_level)
     spark = _spark_session(spec.ship_env)
+    apply_level(spark, spec.spark_log_level)
     try:
         check_executors(spark)
         summary = run(spark, spec)
@@ -251,7 +254,7 @@ def _spark_session(ship_env: str | None):
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName("enrich_job")
+    builder = quiet_builder(SparkSession.builder.appName("enrich_job"), SparkConf())
     if ship_env:
         # The PEX travels with the job (into every executor's working directory) and is
         # the executors' Python: it holds the job's packages, Spark adds its own.

@@ -75,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
         argument_default=argparse.SUPPRESS,  # absent flags leave spec-file values alone
     )
     _add_data_options(_Options(parser))
+    _add_request_options(_Options(parser))
     _add_call_options(_Options(parser))
     _add_run_options(_Options(parser))
     return parser
@@ -99,7 +100,8 @@ def _add_data_options(add: _Options) -> None:
     add("--enricher", help="package.module:function, a user async function instead of HTTP")
 
 
-def _add_call_options(add: _Options) -> None:
+def _add_request_options(add: _Options) -> None:
+    """What each call sends: method, body, headers and where its secrets come from."""
     add("--method", type=str.upper, help="HTTP method: GET, POST, PUT, PATCH or DELETE")
     add(
         "--body-template",
@@ -126,6 +128,9 @@ def _add_call_options(add: _Options) -> None:
         help="environment variable holding a bearer token, sent as Authorization: Bearer "
         "(never the token)",
     )
+
+
+def _add_call_options(add: _Options) -> None:
     add("--requests-per-second", type=float, help="request budget of the whole job")
     add("--capacity", type=int, help="requests in flight per partition")
     add(

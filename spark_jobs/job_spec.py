@@ -17,16 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from spark_jobs import defaults
-from spark_jobs.defaults import (
-    INPUT_FORMATS,
-    MODES,
-    RESUME_MODES,
-    SPARK_LOG_LEVELS,
-    InputFormat,
-    Mode,
-    ResumeMode,
-    SparkLogLevel,
-)
+from spark_jobs.defaults import INPUT_FORMATS, MODES, RESUME_MODES, InputFormat, Mode, ResumeMode
 from spark_jobs.enrichers import HttpEnricherConfig, ResponseField
 from spark_jobs.enrichers.batch_config import nest_flat_options
 from spark_jobs.enrichers.validation import IDENTITY
@@ -107,14 +98,14 @@ class JobSpec:
     ship_env: str | None = None
     """The packed runtime (``make dist``: ``dist/enrich_env.pex``) for executors that lack
     the job's packages: shipped with the job and run as the executors' Python."""
-    spark_log_level: SparkLogLevel = defaults.SPARK_LOG_LEVEL
+    spark_log_level: defaults.SparkLogLevel = defaults.SPARK_LOG_LEVEL
 
     def __post_init__(self) -> None:
         for name, choices in (
             ("input_format", INPUT_FORMATS),
             ("mode", MODES),
             ("resume", RESUME_MODES),
-            ("spark_log_level", SPARK_LOG_LEVELS),
+            ("spark_log_level", defaults.SPARK_LOG_LEVELS),
         ):
             value = getattr(self, name)
             check(value in choices, name, f"must be one of {', '.join(choices)}, got {value!r}")

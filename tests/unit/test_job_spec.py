@@ -58,6 +58,7 @@ def test_every_option_help_shows_the_default_the_job_uses():
     exactly that value, and no help states any other default."""
     fields = {f.name: f.default for f in dataclasses.fields(JobSpec)}
     fields["max_response_bytes"] = HttpEnricherConfig.max_response_bytes
+    fields["method"] = HttpEnricherConfig.method
     helps = {a.dest: a.help for a in build_parser()._actions if a.help}
     shown = 0
     for dest, text in helps.items():
