@@ -212,7 +212,8 @@ def _add_run_options(add: _Options) -> None:
     add(
         "--spark-log-level",
         choices=SPARK_LOG_LEVELS,
-        help="level of Spark's own logging; the job's decision, progress and summary always show",
+        help="level of Spark's own logging under spark-submit (python -m shows WARN and up); "
+        "the job's decision, progress and summary always show",
     )
     add(
         "--ship-env",

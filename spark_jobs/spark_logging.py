@@ -6,7 +6,9 @@ it starts, so it travels as Java options: ``python -m spark_jobs.enrich_job`` pu
 in ``PYSPARK_SUBMIT_ARGS`` (read when PySpark launches its JVM); the Airflow operator
 passes them in ``spark.driver.extraJavaOptions``. Under a plain ``spark-submit`` the JVM
 is already running with Spark's defaults, so the job sets the level once the session
-exists (lines before that stay Spark's).
+exists (lines before that stay Spark's). PySpark's own launch runs Spark as a shell, whose
+console shows WARN and above whatever the level: ``python -m`` can quiet Spark, not raise
+it; raise it under ``spark-submit``.
 """
 
 from __future__ import annotations
