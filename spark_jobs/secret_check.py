@@ -14,10 +14,9 @@ is set in it.
 
 from __future__ import annotations
 
-import os
-
 from spark_jobs.enrichers.secrets import SecretError, check_secret_variables, secret_variables
 from spark_jobs.job_spec import JobSpec
+from spark_jobs.launch_conf import launch_conf, under_spark_submit
 from spark_jobs.option_values import SpecError
 
 #: Spark settings that give the executors an environment variable (suffix: its name).
@@ -39,9 +38,7 @@ def check_secrets(spec: JobSpec) -> None:
 
 
 def _in_spark_conf(variable: str) -> bool:
-    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # python -m: reading it would start Spark
+    if not under_spark_submit():  # python -m: reading it would start Spark
         return False
-    from pyspark import SparkConf
-
-    conf = SparkConf()
+    conf = launch_conf()
     return any(conf.contains(prefix + variable) for prefix in EXECUTOR_ENV_CONFS)

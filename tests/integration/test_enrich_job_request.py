@@ -104,3 +104,21 @@ def test_a_post_json_api_gets_the_key_header_and_the_body_and_the_log_stays_quie
     assert raised.returncode == 0, output
     assert len(SPARK_INFO.findall(output)) > 20, "--spark-log-level INFO shows Spark's lines"
     assert KEY not in output
+
+
+def test_a_secret_the_spark_conf_gives_the_executors_passes_the_drivers_check(tmp_path):
+    """Cluster deploy modes hand variables to executors through the Spark conf, not the
+    driver's environment: such a variable is accepted, and the executors do get it."""
+    write_addresses(tmp_path / "in" / "part.jsonl", 6)
+    env = {k: v for k, v in os.environ.items() if k != "GEO_API_KEY"}
+    with KeyedJsonApi(KEY) as api:
+        submit = [
+            *("spark-submit", "--master", "local[2]"),
+            *("--conf", f"spark.executorEnv.GEO_API_KEY={KEY}"),
+            str(ROOT / "spark_jobs" / "enrich_job.py"),
+            *spec_args(tmp_path, api.url),
+        ]
+        result = subprocess.run(submit, cwd=ROOT, env=env, capture_output=True, text=True)
+        calls = list(api.calls)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert len(calls) == 6 and all(c["headers"]["X-Api-Key"] == KEY for c in calls)
