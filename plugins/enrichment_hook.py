@@ -10,6 +10,8 @@ reading what the job writes: the snapshot namespace (to say whether a run resume
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Mapping
 from functools import cached_property
 from typing import Any
 
@@ -24,6 +26,10 @@ from spark_jobs.snapshots.resume import read_progress
 
 TOKEN_ENV = "ENRICHMENT_API_TOKEN"
 """The environment variable that carries the connection's token to the job."""
+HEADER_ENV_PREFIX = "ENRICHMENT_API_HEADER_"
+"""``secret_headers`` values travel in ``ENRICHMENT_API_HEADER_<NAME>`` (``X_API_KEY``)."""
+BEARER_AUTO = "auto"
+BEARER_NONE = "none"
 _MASTERS_THAT_PRINT_ENV = ("yarn", "k8s://")
 
 
@@ -31,8 +37,10 @@ class EnrichmentApiHook(BaseHook):
     """The API behind ``api_conn_id``, and the snapshots and summary of a run.
 
     The connection (any type; ``enrichment_api`` once the package is installed, ``http``
-    works the same) gives ``schema`` (``http`` or ``https``), ``host``, ``port`` and, as
-    ``password``, the bearer token.
+    works the same) gives ``schema`` (``http`` or ``https``), ``host``, ``port``, and the
+    secrets: ``password`` (the bearer token by default) and keys of ``extra``
+    (``{"api_key": "..."}``), which the operator's ``bearer_token`` and
+    ``secret_headers`` name.
 
     :param api_conn_id: the API's connection id.
     :param snapshot_root: where snapshots live (any fsspec URL); empty for the
@@ -52,8 +60,11 @@ class EnrichmentApiHook(BaseHook):
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
         return {
-            "hidden_fields": ["login", "extra"],
-            "relabeling": {"schema": "Scheme (http or https)", "password": "Bearer token"},
+            "hidden_fields": ["login"],
+            "relabeling": {
+                "schema": "Scheme (http or https)",
+                "password": "Password (bearer token or API key)",
+            },
             "placeholders": {"host": "api.example.com", "schema": "https"},
         }
 
@@ -75,20 +86,42 @@ class EnrichmentApiHook(BaseHook):
         """The job's ``--url-template``: the base URL and ``url_path`` (``/customers/{id}``)."""
         return self.base_url + url_path
 
-    def token_route(self, spark_master: str) -> tuple[dict[str, str], list[str]]:
-        """The token's way into the job: (spark-submit environment, job flags naming the
-        variable); empty without a token. The flags name the variable, never the token.
+    def token_route(
+        self,
+        spark_master: str,
+        bearer_token: str = BEARER_AUTO,
+        secret_headers: Mapping[str, str] | None = None,
+    ) -> tuple[dict[str, str], list[str]]:
+        """The secrets' way into the job: (spark-submit environment, job flags naming the
+        variables); empty without secrets. The flags name variables, never values.
+
+        ``bearer_token`` is the connection field sent as ``Authorization: Bearer``
+        (``password``, ``extra.<key>``), ``none``, or ``auto``: the password when there
+        are no ``secret_headers`` (what this operator always sent), else none.
+        ``secret_headers`` maps a header to the connection field holding its value.
 
         On YARN and Kubernetes the Spark provider turns ``env_vars`` into
         ``--conf spark.yarn.appMasterEnv.*`` / ``spark.kubernetes.driverEnv.*`` on the
         spark-submit command line, visible in ``ps`` and the pod spec: refused there.
         """
-        token = self.connection.password
-        if not token:
-            return {}, []
-        if spark_master.startswith(_MASTERS_THAT_PRINT_ENV):
+        secret_headers = dict(secret_headers or {})
+        if bearer_token == BEARER_AUTO:
+            bearer_token = BEARER_NONE if secret_headers else "password"
+        env: dict[str, str] = {}
+        args: list[str] = []
+        if bearer_token != BEARER_NONE:
+            token = self.connection_secret(bearer_token, "bearer_token", bearer_token != "password")
+            if token:  # an empty password under "auto"/"password": no bearer, as before
+                env[TOKEN_ENV], args = token, ["--token-env", TOKEN_ENV]
+        for header, source in secret_headers.items():
+            variable = header_variable(header)
+            if variable in env:
+                raise ValueError(f"secret_headers: {header} is given twice (as {variable})")
+            env[variable] = self.connection_secret(source, f"secret_headers.{header}", True)
+            args += ["--secret-header", f"{header}={variable}"]
+        if env and spark_master.startswith(_MASTERS_THAT_PRINT_ENV):
             raise ValueError(
-                f"the API token of connection {self.api_conn_id!r} would reach the "
+                f"the API secrets of connection {self.api_conn_id!r} would reach the "
                 f"spark-submit command line on {spark_master.split('://')[0]}: leave its "
                 "password empty and give the executors the token another way: a file "
                 '(job_args=["--spec", ...] with http: {token_file: ...}), a Kubernetes '
@@ -96,7 +129,24 @@ class EnrichmentApiHook(BaseHook):
                 f"spark.kubernetes.executor.secretKeyRef.{TOKEN_ENV}, then "
                 f'job_args=["--token-env", "{TOKEN_ENV}"]), or YARN credentials'
             )
-        return {TOKEN_ENV: token}, ["--token-env", TOKEN_ENV]
+        return env, args
+
+    def connection_secret(self, source: str, option: str, required: bool) -> str:
+        """The value of connection field ``source`` (``password`` or ``extra.<key>``);
+        ``option`` (the parameter naming it) goes into errors, the value never does."""
+        api = self.connection
+        if source == "password":
+            value = api.password or ""
+        elif source.startswith("extra.") and len(source) > len("extra."):
+            value = str(api.extra_dejson.get(source.removeprefix("extra."), "") or "")
+        else:
+            raise ValueError(
+                f"{option}: expected 'password' or 'extra.<key>' (a field of connection "
+                f"{self.api_conn_id!r}), got {source!r}"
+            )
+        if required and not value:
+            raise ValueError(f"{option}: connection {self.api_conn_id!r} has no {source}")
+        return value
 
     @cached_property
     def snapshot_root(self) -> str:
@@ -120,6 +170,16 @@ class EnrichmentApiHook(BaseHook):
             self.log.info("resuming %s (%s)", progress.describe(total), where)
         else:
             self.log.info("starting fresh: no snapshot for this run yet (%s)", where)
+
+    def describe_next_try(self, key: NamespaceKey, resume: str) -> str:
+        """What a retry of a failed run will do, for the failure message."""
+        if resume == "never":
+            return "the next try starts fresh (resume=never)"
+        progress = read_progress(self.snapshot_store, key)
+        if not progress.partitions:
+            return "the next try starts fresh: no snapshot was committed"
+        total = (self.snapshot_store.read_job_record(key) or {}).get("records_in")
+        return f"the next try resumes from {progress.describe(total)}"
 
     def read_summary(self, output_path: str) -> dict[str, Any]:
         """The published ``_SUMMARY.json`` of ``output_path``."""
@@ -156,3 +216,9 @@ class EnrichmentApiHook(BaseHook):
             return
         self.log.error("enrichment run failed: %s", failure["reason"])
         raise AirflowFailException(f"{failure['reason']} A retry: {failure['retry']}")
+
+
+def header_variable(header: str) -> str:
+    """The environment variable carrying ``header``'s value: ``X-Api-Key`` gives
+    ``ENRICHMENT_API_HEADER_X_API_KEY``."""
+    return HEADER_ENV_PREFIX + re.sub(r"[^A-Za-z0-9]", "_", header).upper()

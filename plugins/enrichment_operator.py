@@ -4,8 +4,9 @@ It wires, as the Spark provider's operators do: ``EnrichmentApiHook`` resolves t
 connection and token and reads what the job leaves behind; the Spark provider's own hook
 submits. Before submitting the task log says what the run will do ("resuming epoch 12:
 48 213 of 100 000 records committed, 64 in flight"); after the job the summary is the
-XCom and its counts and combined watermark go on the Asset events of the outlets. The
-token reaches the job as an environment variable, never on the command line.
+XCom and its counts and combined watermark go on the Asset events of the outlets; a
+failure says what the next try will do. Secrets (the bearer token, secret headers) reach
+the job as environment variables, never on the command line.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import json
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +24,14 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException
 
 import spark_jobs
-from plugins.enrichment_hook import EnrichmentApiHook
+from plugins.enrichment_hook import BEARER_AUTO, EnrichmentApiHook
 from plugins.links import SnapshotProgressLink
 from plugins.namespace import namespace_key
 from plugins.progress_reporter import reporting_progress
 from spark_jobs import defaults
 from spark_jobs.defaults import RESUME_MODES
 from spark_jobs.snapshots import NamespaceKey
+from spark_jobs.spark_logging import with_java_options
 
 ENRICH_JOB = str(Path(spark_jobs.__file__).parent / "enrich_job.py")
 #: Summary counts put on the outlets' Asset events.
@@ -57,7 +59,20 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         ``/customers/{id}`` (``{field}`` placeholders come from each record).
     :param response_fields: ``{"name": "$.json.path[:type]"}`` output fields.
     :param api_conn_id: the API's connection (``EnrichmentApiHook``): host, port, scheme,
-        and the bearer token as its password.
+        and the secrets (its password, keys of its extra) that ``bearer_token`` and
+        ``secret_headers`` name.
+    :param method: the HTTP method, ``GET`` (default), ``POST``, ``PUT``, ``PATCH`` or
+        ``DELETE`` (templated).
+    :param body_template: the JSON body, a mapping whose string values may hold
+        ``{field}`` placeholders (``{"address": "{street}"}``), or its JSON text; None
+        for no body (templated): Jinja renders ``{{ }}``, ``{field}`` is left to the job.
+    :param headers: headers sent with every call, not secrets (templated).
+    :param secret_headers: header name -> the connection field holding its value:
+        ``"password"`` or ``"extra.<key>"``, e.g. ``{"X-Api-Key": "password"}``. The values
+        reach the job only as environment variables, never the command line (templated).
+    :param bearer_token: the connection field sent as ``Authorization: Bearer``
+        (``"password"``, ``"extra.<key>"``), ``"none"``, or ``"auto"`` (default): the
+        password when ``secret_headers`` is empty, as before, else none (templated).
     :param spark_conn_id: the Spark connection (the provider's ``conn_id``).
     :param resume: ``auto`` (default: resume when a valid snapshot exists), ``never``
         (start fresh) or ``require`` (fail unless there is one to resume) (templated).
@@ -85,6 +100,9 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
     :param retry_dead_letters: ``all`` or error classes (``ThrottledError,ServerError``):
         this run enriches again only those dead letters of the interval's last result and
         publishes the merged result; empty for a normal run (templated).
+    :param spark_log_level: level of Spark's own logging in the task log, ``WARN`` by
+        default (``INFO``, ``DEBUG`` to see Spark's own lines); the job's decision,
+        progress and summary always show (templated).
     :param job_args: further ``enrich_job`` flags, e.g. ``["--timeout", "10"]`` (templated).
     :param kwargs: ``SparkSubmitOperator``'s parameters (``conf``, ``files``,
         ``env_vars``...), except ``application``, ``conn_id`` and ``application_args``,
@@ -108,6 +126,12 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         "max_dead_letters",
         "retry_dead_letters",
         "job_args",
+        "method",
+        "body_template",
+        "headers",
+        "secret_headers",
+        "bearer_token",
+        "spark_log_level",
     )
     operator_extra_links = (SnapshotProgressLink(),)
     ui_color = "#d6eaf8"
@@ -137,19 +161,17 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         max_dead_letters: int | str | None = None,
         retry_dead_letters: str | None = None,
         job_args: Sequence[str] = (),
+        method: str = "GET",
+        body_template: Any = None,
+        headers: Mapping[str, str] | None = None,
+        secret_headers: Mapping[str, str] | None = None,
+        bearer_token: str = BEARER_AUTO,
+        spark_log_level: str = defaults.SPARK_LOG_LEVEL,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("name", "enrich_job")
         super().__init__(application=ENRICH_JOB, conn_id=spark_conn_id, **kwargs)
-        if self.application_args:  # also from default_args: it would be replaced silently
-            raise ValueError(
-                "application_args: this operator builds the job's arguments from its "
-                f"parameters; pass further enrich_job flags as job_args, got "
-                f"{self.application_args!r}"
-            )
-        if not url_path.startswith("/"):
-            # "@evil/x/{id}" after the connection's host:port would make "evil" the host.
-            raise ValueError(f"url_path must start with '/', got {url_path!r}")
+        self._refuse_bad_arguments(url_path)
         self.input_path = input_path
         self.output_path = output_path
         self.key_column = key_column if isinstance(key_column, str) else ",".join(key_column)
@@ -171,13 +193,29 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         self.max_dead_letters = max_dead_letters
         self.retry_dead_letters = retry_dead_letters
         self.job_args = list(job_args)
+        self.method, self.body_template, self.bearer_token = method, body_template, bearer_token
+        self.headers, self.secret_headers = dict(headers or {}), dict(secret_headers or {})
+        self.spark_log_level = spark_log_level
+
+    def _refuse_bad_arguments(self, url_path: str) -> None:
+        if self.application_args:  # also from default_args: it would be replaced silently
+            raise ValueError(
+                "application_args: this operator builds the job's arguments from its "
+                f"parameters; pass further enrich_job flags as job_args, got "
+                f"{self.application_args!r}"
+            )
+        if not url_path.startswith("/"):
+            # "@evil/x/{id}" after the connection's host:port would make "evil" the host.
+            raise ValueError(f"url_path must start with '/', got {url_path!r}")
 
     # The summary goes to XCom; the provider declares its execute as returning None.
     def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
         api = EnrichmentApiHook(self.api_conn_id, self.snapshot_root)
         key = namespace_key(context)
         run_id = f"{context['run_id']}.try{context['ti'].try_number}.{uuid.uuid4().hex[:6]}"
-        token_env, token_args = api.token_route(self._spark_master())
+        token_env, token_args = api.token_route(
+            self._spark_master(), self.bearer_token, self.secret_headers
+        )
         self.application_args = self._job_args(api, key, run_id, token_args)
         self.env_vars = {**self._python_env(), **(self.env_vars or {}), **token_env}
         api.log_resume_plan(key, self.resume)
@@ -186,10 +224,12 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
             # Progress on the task's "Task State Store" tab while Spark runs.
             with reporting_progress(context, api.snapshot_store, key):
                 super().execute(context)
-        except AirflowException:
+        except AirflowException as error:
             api.fail_for_a_spent_budget(self.output_path, run_id)
             api.fail_for_a_failed_run(key, run_id)
-            raise
+            next_try = api.describe_next_try(key, self.resume)
+            self.log.error("enrich_job failed; %s", next_try)
+            raise AirflowException(f"enrich_job failed; {next_try}.\n{error}") from error
         summary = api.read_summary(self.output_path)
         self.log.info("enrichment summary: %s", json.dumps(summary, sort_keys=True))
         for outlet in self.outlets:
@@ -230,7 +270,17 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         fields = [("--response-field", f"{n}={p}") for n, p in self.response_fields.items()]
         fields += [("--input-option", f"{k}={v}") for k, v in self.input_options.items()]
         pairs = [*((flag, str(value)) for flag, value in options.items()), *fields]
+        pairs += self._request_args()
         return [*(arg for pair in pairs for arg in pair), *token_args, *self.job_args]
+
+    def _request_args(self) -> list[tuple[str, str]]:
+        """The call's method, body and plain headers; secret ones travel by environment."""
+        pairs = [("--method", self.method), ("--spark-log-level", self.spark_log_level)]
+        body = self.body_template
+        if body not in (None, "", "None"):  # a string is JSON text, e.g. from a template
+            pairs.append(("--body-template", body if isinstance(body, str) else json.dumps(body)))
+        pairs += [("--header", f"{name}={value}") for name, value in self.headers.items()]
+        return pairs
 
     def _spark_master(self) -> str:
         return str(BaseHook.get_connection(self._conn_id).host or "")
@@ -252,4 +302,14 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
                 "spark.pyspark.python": f"./{Path(pex).name}",
                 "spark.pyspark.driver.python": sys.executable,
             }
+        self._quiet_spark_logging()
         return super()._get_hook()
+
+    def _quiet_spark_logging(self) -> None:
+        """Spark's logging at ``spark_log_level`` from the driver JVM's start, through the
+        job's shipped log4j2 file. In cluster deploy mode the driver runs elsewhere,
+        where that file's path means nothing: the job sets the level once it starts."""
+        extra = BaseHook.get_connection(self._conn_id).extra_dejson
+        if (self._deploy_mode or extra.get("deploy-mode")) == "cluster":  # base class's
+            return
+        self.conf = with_java_options(self.conf or {}, self.spark_log_level)

@@ -16,10 +16,13 @@ fails unless there is one to resume from."""
 Mode = Literal["ordered", "unordered"]
 """The async wait operator's output order: input order, or completion order."""
 InputFormat = Literal["jsonl", "parquet", "csv"]
+SparkLogLevel = Literal["ERROR", "WARN", "INFO", "DEBUG"]
+"""Level of Spark's own (log4j2) logging; the job's own lines are always shown."""
 
 RESUME_MODES: tuple[ResumeMode, ...] = get_args(ResumeMode)
 MODES: tuple[Mode, ...] = get_args(Mode)
 INPUT_FORMATS: tuple[InputFormat, ...] = get_args(InputFormat)
+SPARK_LOG_LEVELS: tuple[SparkLogLevel, ...] = get_args(SparkLogLevel)
 
 RESUME: ResumeMode = "auto"
 MODE: Mode = "unordered"
@@ -36,6 +39,8 @@ DEAD_LETTER_RETRY_SUFFIX = ".dead-letters"
 AUTH_FAILURE_THRESHOLD = 5
 """401/403 answers in a row, before a partition's first success, that stop the run as a
 systemic failure (a bad key), sooner than ``--systemic-threshold``."""
+SPARK_LOG_LEVEL: SparkLogLevel = "WARN"
+"""Spark's INFO lines (hundreds a run) would bury the job's decision, progress and summary."""
 
 SNAPSHOT_ROOT_VARIABLE = "enrichment_snapshot_root"
 """The Airflow Variable naming the snapshot root, for the operators and the web view."""

@@ -37,6 +37,7 @@ from spark_jobs.publish import (
     write_summary,
 )
 from spark_jobs.run_failures import RunFailed, dead_letter_ceiling, fail_if, systemic_failure
+from spark_jobs.secret_check import check_secrets
 from spark_jobs.snapshots import (
     Heartbeat,
     LeaseError,
@@ -52,6 +53,7 @@ from spark_jobs.spark_io import (
     partition_sizes,
     write_outputs,
 )
+from spark_jobs.spark_logging import apply_level, configure_launch
 from spark_jobs.spark_session import check_java, spark_session
 from spark_jobs.summary import build_summary
 
@@ -69,11 +71,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         spec = parse_args(argv)
+        check_secrets(spec)
         check_java()
     except SpecError as error:
         print(f"enrich_job: error: {error}", file=sys.stderr)
         return 2
+    configure_launch(spec.spark_log_level)
     spark = spark_session(spec.ship_env)
+    apply_level(spark, spec.spark_log_level)
     try:
         check_executors(spark)
         summary = run(spark, spec)

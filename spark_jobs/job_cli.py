@@ -8,13 +8,20 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from spark_jobs.defaults import AUTH_FAILURE_THRESHOLD, INPUT_FORMATS, MODES, RESUME_MODES
+from spark_jobs.defaults import (
+    AUTH_FAILURE_THRESHOLD,
+    INPUT_FORMATS,
+    MODES,
+    RESUME_MODES,
+    SPARK_LOG_LEVELS,
+)
 from spark_jobs.enrichers import HttpEnricherConfig
 from spark_jobs.input_options import check_input_options, parse_input_option
 from spark_jobs.job_spec import ATTEMPT_DEADLINE_SHARES, QUEUE_FACTOR, JobSpec
@@ -22,6 +29,10 @@ from spark_jobs.option_values import SpecError, parse_response_field
 
 # Flags that are HTTP enricher settings: they travel in ``http``, like the spec file's.
 HTTP_FLAGS = (
+    "method",
+    "body_template",
+    "headers",
+    "secret_headers",
     "token_env",
     "requests_per_second",
     *ATTEMPT_DEADLINE_SHARES,
@@ -71,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
         argument_default=argparse.SUPPRESS,  # absent flags leave spec-file values alone
     )
     _add_data_options(_Options(parser))
+    _add_request_options(_Options(parser))
     _add_call_options(_Options(parser))
     _add_run_options(_Options(parser))
     return parser
@@ -104,8 +116,37 @@ def _add_data_options(add: _Options) -> None:
     add("--enricher", help="package.module:function, a user async function instead of HTTP")
 
 
+def _add_request_options(add: _Options) -> None:
+    """What each call sends: method, body, headers and where its secrets come from."""
+    add("--method", type=str.upper, help="HTTP method: GET, POST, PUT, PATCH or DELETE")
+    add(
+        "--body-template",
+        metavar="JSON",
+        help='JSON body; {field} placeholders in its strings, e.g. {"street": "{street}"}',
+    )
+    add(
+        "--header",
+        dest="headers",
+        action="append",
+        metavar="NAME=VALUE",
+        help="a header sent with every call, not a secret (repeatable)",
+    )
+    add(
+        "--secret-header",
+        dest="secret_headers",
+        action="append",
+        metavar="NAME=VARIABLE",
+        help="a header whose value is read from environment variable VARIABLE, e.g. "
+        "X-Api-Key=CRM_KEY (repeatable)",
+    )
+    add(
+        "--token-env",
+        help="environment variable holding a bearer token, sent as Authorization: Bearer "
+        "(never the token)",
+    )
+
+
 def _add_call_options(add: _Options) -> None:
-    add("--token-env", help="environment variable holding the API bearer token (never the token)")
     add("--requests-per-second", type=float, help="request budget of the whole job")
     add("--capacity", type=int, help="requests in flight per partition")
     add(
@@ -207,6 +248,12 @@ def _add_run_options(add: _Options) -> None:
         help="seconds to wait while another live run holds the namespace",
     )
     add(
+        "--spark-log-level",
+        choices=SPARK_LOG_LEVELS,
+        help="level of Spark's own logging under spark-submit (python -m shows WARN and up); "
+        "the job's decision, progress and summary always show",
+    )
+    add(
         "--ship-env",
         metavar="PEX",
         help="the packed runtime from `make dist` (dist/enrich_env.pex) for executors that "
@@ -219,6 +266,7 @@ def parse_args(argv: list[str] | None = None) -> JobSpec:
     args = vars(build_parser().parse_args(argv))
     values: dict[str, Any] = {}
     spec_path = args.pop("spec", None)
+    _parse_http_flags(args)
     if spec_path:
         values.update(load_spec_file(spec_path))
     http = dict(values.get("http") or {})
@@ -237,6 +285,25 @@ def parse_args(argv: list[str] | None = None) -> JobSpec:
     spec = JobSpec.from_mapping(values, source=spec_path or "command line")
     spec.check_driver_files()
     return spec
+
+
+def _parse_http_flags(args: dict[str, Any]) -> None:
+    """The HTTP flags given as text (JSON, ``NAME=VALUE``) as the spec file's values."""
+    if "body_template" in args:
+        try:
+            args["body_template"] = json.loads(args["body_template"])
+        except ValueError as error:
+            raise SpecError(f"--body-template: not JSON ({error})") from None
+    for dest, flag, value in (
+        ("headers", "--header", "VALUE"),
+        ("secret_headers", "--secret-header", "VARIABLE"),
+    ):
+        pairs = [item.partition("=") for item in args.get(dest, [])]
+        for item, (name, equals, _) in zip(args.get(dest, []), pairs, strict=True):
+            if not (name.strip() and equals):
+                raise SpecError(f"{flag}: expected NAME={value}, got {item!r}")
+        if dest in args:
+            args[dest] = {name.strip(): text for name, _, text in pairs}
 
 
 def load_spec_file(path: str) -> dict[str, Any]:

@@ -108,6 +108,7 @@ class JobSpec:
     ship_env: str | None = None
     """The packed runtime (``make dist``: ``dist/enrich_env.pex``) for executors that lack
     the job's packages: shipped with the job and run as the executors' Python."""
+    spark_log_level: defaults.SparkLogLevel = defaults.SPARK_LOG_LEVEL
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "input_options", check_input_options(self.input_options))
@@ -116,6 +117,7 @@ class JobSpec:
             ("input_format", INPUT_FORMATS),
             ("mode", MODES),
             ("resume", RESUME_MODES),
+            ("spark_log_level", defaults.SPARK_LOG_LEVELS),
         ):
             value = getattr(self, name)
             check(value in choices, name, f"must be one of {', '.join(choices)}, got {value!r}")

@@ -8,7 +8,9 @@ import shutil
 import sys
 from typing import Any
 
+from spark_jobs.launch_conf import launch_conf
 from spark_jobs.option_values import SpecError
+from spark_jobs.spark_logging import quiet_builder
 
 
 def check_java() -> None:
@@ -19,21 +21,21 @@ def check_java() -> None:
 
 
 def spark_session(ship_env: str | None) -> Any:
-    from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName("enrich_job")
+    submitted = launch_conf()  # spark-submit's --master, --files, --conf
+    builder = quiet_builder(SparkSession.builder.appName("enrich_job"), submitted)
     if ship_env:
         # The PEX travels with the job (into every executor's working directory) and is
         # the executors' Python: it holds the job's packages, Spark adds its own.
         pex = os.path.abspath(ship_env)
-        shipped = ",".join(filter(None, [SparkConf().get("spark.files", ""), pex]))
+        shipped = ",".join(filter(None, [submitted.get("spark.files", ""), pex]))
         builder = builder.config("spark.files", shipped)
         os.environ["PYSPARK_PYTHON"] = f"./{os.path.basename(ship_env)}"
     else:
         # Without this Spark's Python workers start `python3` from PATH and miss every package.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    if not SparkConf().contains("spark.master"):  # python -m, not spark-submit
+    if not submitted.contains("spark.master"):  # python -m, not spark-submit
         builder = builder.master(os.environ.get("SPARK_MASTER", "local[*]"))
     spark = builder.getOrCreate()
     # Partition ids must mean the same rows in every attempt: no adaptive coalescing.

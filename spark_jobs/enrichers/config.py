@@ -59,7 +59,8 @@ class HttpEnricherConfig:
     method: str = field(default="GET", metadata=IDENTITY)
     """One of ``METHODS``, any case."""
     body_template: Any = field(default=None, metadata=IDENTITY)
-    """JSON body; ``{field}`` placeholders in its strings are filled from the record."""
+    """JSON body, a mapping (or list); ``{field}`` placeholders in its strings are filled
+    from the record (see ``templates.py``: a lone placeholder keeps the JSON type)."""
     headers: Mapping[str, str] = field(default_factory=dict, metadata=IDENTITY)
     token_env: str | None = None
     """Environment variable holding the bearer token (read on the executor)."""
@@ -207,6 +208,12 @@ class HttpEnricherConfig:
             return
         if self.method == "GET":
             raise ValueError("body_template: a GET request has no body; use POST")
+        if not isinstance(self.body_template, Mapping | list):
+            raise ValueError(
+                "body_template must be a mapping (a JSON object) whose string values may hold "
+                '{field} placeholders, e.g. {"street": "{street}", "limit": 1}; got a '
+                f"{type(self.body_template).__name__}: write the object itself, not a string"
+            )
         try:
             json.dumps(self.body_template, allow_nan=False)
         except (TypeError, ValueError) as exc:

@@ -11,6 +11,7 @@ scrubbed from any error message that might echo it (a server quoting the header 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 _HIDDEN = "***"
@@ -53,10 +54,7 @@ def read_token(token_env: str | None, token_file: str | None) -> Secret | None:
     Surrounding whitespace is stripped: files usually end with a newline.
     """
     if token_env is not None:
-        value = os.environ.get(token_env, "").strip()
-        if not value:
-            raise SecretError(f"token_env: environment variable {token_env} is not set or empty")
-        return Secret(value)
+        return read_env_secret(token_env, "token_env")
     if token_file is not None:
         try:
             value = Path(token_file).read_text(encoding="utf-8").strip()
@@ -68,3 +66,31 @@ def read_token(token_env: str | None, token_file: str | None) -> Secret | None:
             raise SecretError(f"token_file: {token_file} is empty")
         return Secret(value)
     return None
+
+
+def read_env_secret(variable: str, option: str) -> Secret:
+    """The secret in environment variable ``variable``; ``option`` is the config option
+    that named it (``token_env``, ``secret_headers.X-Api-Key``), for the message."""
+    value = os.environ.get(variable, "").strip()
+    if not value:
+        raise SecretError(f"{option}: environment variable {variable} is not set or empty")
+    return Secret(value)
+
+
+def secret_variables(
+    token_env: str | None, secret_headers: Mapping[str, str]
+) -> list[tuple[str, str]]:
+    """``(option, variable)`` for every environment variable a config reads a secret from."""
+    named = [("token_env", token_env)] if token_env else []
+    return named + [(f"secret_headers.{h}", v) for h, v in secret_headers.items()]
+
+
+def check_secret_variables(
+    variables: list[tuple[str, str]], provided_elsewhere: Callable[[str], bool]
+) -> None:
+    """Fail on the first variable that is neither set (non-empty) here nor
+    ``provided_elsewhere`` (Spark conf that hands it to the executors). Called on the
+    driver before Spark starts: the executors read the value, this only checks it exists."""
+    for option, variable in variables:
+        if not os.environ.get(variable, "").strip() and not provided_elsewhere(variable):
+            raise SecretError(f"{option}: environment variable {variable} is not set")

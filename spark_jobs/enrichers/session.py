@@ -7,7 +7,7 @@ import aiohttp
 
 from .attempt import ACCEPT_ENCODING
 from .config import HttpEnricherConfig
-from .secrets import Secret, read_token
+from .secrets import Secret, read_env_secret, read_token
 
 _DNS_CACHE_S = 300
 _KEEPALIVE_S = 30.0
@@ -23,8 +23,7 @@ def open_session(config: HttpEnricherConfig) -> tuple[aiohttp.ClientSession, lis
         secrets.append(token)
         headers["Authorization"] = f"Bearer {token.reveal()}"
     for name, variable in config.secret_headers.items():
-        secret = read_token(variable, None)
-        assert secret is not None
+        secret = read_env_secret(variable, f"secret_headers.{name}")
         secrets.append(secret)
         headers[name] = secret.reveal()
     if config.body_template is not None or config.batch is not None:

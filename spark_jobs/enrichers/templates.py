@@ -5,7 +5,8 @@ plain field names, and are compiled once into literal/field pieces because they 
 filled for every record. URL values are percent-encoded (``/``, ``?``, ``#`` too), so a
 record value can never change the path or add a query parameter. In a body template a
 string that is exactly one placeholder takes the raw value with its JSON type (an int
-stays an int); placeholders inside longer strings are replaced by the value's text.
+stays an int, a null stays ``null``); placeholders inside longer strings are replaced by
+the value's text, written as JSON writes it for null and booleans (``null``, ``true``).
 """
 
 from __future__ import annotations
@@ -154,10 +155,19 @@ def _fill(node: Any, record: Mapping[str, Any], context: FieldSource) -> Any:
         for literal, field in node:
             parts.append(literal)
             if field is not None:
-                parts.append(str(context.value(record, field)))
+                parts.append(_text(context.value(record, field)))
         return "".join(parts)
     if isinstance(node, dict):
         return {key: _fill(value, record, context) for key, value in node.items()}
     if isinstance(node, list):
         return [_fill(value, record, context) for value in node]
     return node
+
+
+def _text(value: Any) -> str:
+    """A value inside a longer body string: JSON's spelling, not Python's ``None``/``True``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

@@ -170,3 +170,65 @@ def test_airflow_operators_document_every_parameter_and_mark_the_templated_ones(
     for name in own - {"kwargs"}:
         marked = "(templated)" in paragraphs[name]
         assert marked == (name in templated), f"{name}: templated={name in templated}"
+
+
+def test_airflow_hook_sends_no_bearer_token_beside_secret_headers_unless_asked(monkeypatch):
+    api = {"conn_type": "http", "host": "geo.example.com", "password": TOKEN}
+    api["extra"] = json.dumps({"api_key": "extra-key"})
+    monkeypatch.setenv("AIRFLOW_CONN_GEO", json.dumps(api))
+    hook = EnrichmentApiHook("geo")
+    header_env = "ENRICHMENT_API_HEADER_X_API_KEY"
+    env, args = hook.token_route("local[2]", secret_headers={"X-Api-Key": "password"})
+    assert env == {header_env: TOKEN} and args == ["--secret-header", f"X-Api-Key={header_env}"]
+    env, args = hook.token_route("local[2]", "extra.api_key", {"X-Api-Key": "password"})
+    assert env == {TOKEN_ENV: "extra-key", header_env: TOKEN}
+    assert args[:2] == ["--token-env", TOKEN_ENV]
+    assert hook.token_route("local[2]", "none") == ({}, [])
+    assert TOKEN not in " ".join(args)
+
+
+@pytest.mark.parametrize(
+    ("bearer", "secret_headers", "message"),
+    [
+        (
+            "auto",
+            {"X-Api-Key": "extra.missing"},
+            "secret_headers.X-Api-Key: connection 'geo' has no extra.missing",
+        ),
+        ("login", {}, "bearer_token: expected 'password' or 'extra.<key>'"),
+        ("auto", {"X-Api-Key": "password", "x_api_key": "password"}, "given twice"),
+    ],
+)
+def test_airflow_hook_names_the_parameter_of_a_bad_secret_source(
+    monkeypatch, bearer, secret_headers, message
+):
+    api = {"conn_type": "http", "host": "geo.example.com", "password": TOKEN}
+    monkeypatch.setenv("AIRFLOW_CONN_GEO", json.dumps(api))
+    with pytest.raises(ValueError, match=re.escape(message)) as caught:
+        EnrichmentApiHook("geo").token_route("local[2]", bearer, secret_headers)
+    assert TOKEN not in str(caught.value)
+
+
+def test_airflow_hook_refuses_secret_headers_where_spark_prints_the_environment(monkeypatch):
+    api = {"conn_type": "http", "host": "geo.example.com", "password": TOKEN}
+    monkeypatch.setenv("AIRFLOW_CONN_GEO", json.dumps(api))
+    with pytest.raises(ValueError, match="would reach the spark-submit command line"):
+        EnrichmentApiHook("geo").token_route("yarn", "none", {"X-Api-Key": "password"})
+
+
+def test_airflow_operator_request_parameters_are_what_the_job_parses(connections):
+    submit = operator(
+        method="POST",
+        body_template={"address": "{street}", "limit": 1},
+        headers={"Accept": "application/json"},
+        spark_log_level="INFO",
+    )
+    key = NamespaceKey("d", "enrich", "2024-01-01T00:00:00+00:00")
+    api = EnrichmentApiHook(snapshot_root="/tmp/snapshots")
+    secret_args = ["--secret-header", "X-Api-Key=ENRICHMENT_API_HEADER_X_API_KEY"]
+    spec = parse_args(submit._job_args(api, key, "run-1", secret_args))
+    config = spec.http_config()
+    assert (config.method, config.body_template) == ("POST", {"address": "{street}", "limit": 1})
+    assert config.headers == {"Accept": "application/json"} and spec.spark_log_level == "INFO"
+    assert config.secret_headers == {"X-Api-Key": "ENRICHMENT_API_HEADER_X_API_KEY"}
+    assert config.token_env is None

@@ -87,3 +87,23 @@ def test_locally_the_token_travels_by_environment_only(monkeypatch):
 def test_a_url_path_that_could_change_the_host_is_refused():
     with pytest.raises(ValueError, match="url_path must start with '/'"):
         enrichment_operator(url_path="@evil.example/x/{id}")
+
+
+@pytest.mark.parametrize(("deploy_mode", "quieted"), [(None, True), ("cluster", False)])
+def test_the_driver_starts_with_the_jobs_log4j2_file_unless_it_runs_elsewhere(
+    monkeypatch, deploy_mode, quieted
+):
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_ENRICH", json.dumps({"conn_type": "spark", "host": "yarn"})
+    )
+    operator = enrichment_operator(
+        deploy_mode=deploy_mode,
+        spark_log_level="INFO",
+        conf={"spark.driver.extraJavaOptions": "-Xss4m"},
+    )
+    command = operator._get_hook()._build_spark_submit_command(ENRICH_JOB)
+    confs = [command[i + 1] for i, arg in enumerate(command) if arg == "--conf"]
+    options = next(c for c in confs if c.startswith("spark.driver.extraJavaOptions="))
+    assert options.startswith("spark.driver.extraJavaOptions=-Xss4m")  # the user's kept
+    assert ("log4j2.properties" in options) == quieted
+    assert ("-Denrich_job.spark_log_level=INFO" in options) == quieted

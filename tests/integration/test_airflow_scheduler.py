@@ -5,6 +5,8 @@ uses three namespaces."""
 
 from __future__ import annotations
 
+import json
+import re
 from urllib.parse import quote
 
 import pytest
@@ -55,6 +57,15 @@ def test_automatic_retry_after_an_outage_resumes(stack):
     api.heal()
     assert_run_succeeds(services, run_id)
     assert services.task_instance(DAG, run_id, "enrich")["try_number"] == 2
+    first_try = services.request(
+        "GET",
+        f"/api/v2/dags/{DAG}/dagRuns/{quote(run_id)}/taskInstances/enrich/logs/1?full_content=true",
+    )
+    # The failed try says what the retry will do (the outage came after commits).
+    assert re.search(
+        r"enrich_job failed; the next try resumes from epoch \d+: [\d ]+ of 12 000",
+        json.dumps(first_try["content"], ensure_ascii=False),
+    ), first_try
     summary = summary_of(services, run_id)
     assert_resumed_within_bound(api, summary, ok_calls, done)
     events = services.request("GET", f"/api/v2/assets/events?source_run_id={quote(run_id)}")

@@ -72,6 +72,7 @@ def test_defaults_and_response_field_shapes():
         ({"total_timeout": "5"}, "total_timeout"),
         ({"body_template": {"id": "{customer_id}"}}, "body_template"),  # GET has no body
         ({"method": "POST", "body_template": {"x": {1, 2}}}, "body_template"),
+        ({"method": "POST", "body_template": '{"q": "{id}"}'}, "body_template must be a mapping"),
         ({"batch_size": 10}, "batch_url_template"),
     ],
 )

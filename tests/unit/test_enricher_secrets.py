@@ -1,10 +1,12 @@
 """Token sources: environment or file; the value never shows in reprs or errors."""
 
 import pickle
+import re
 
 import pytest
 
 from spark_jobs.enrichers import Secret, SecretError, read_token
+from spark_jobs.enrichers.secrets import check_secret_variables, read_env_secret, secret_variables
 
 TOKEN = "tok-3f9a1c-very-secret"
 
@@ -40,3 +42,23 @@ def test_secret_hides_itself():
         pickle.dumps(secret)
     with pytest.raises(SecretError):
         Secret("")
+
+
+def test_a_missing_secret_header_variable_names_its_own_option(monkeypatch):
+    monkeypatch.delenv("CRM_KEY", raising=False)
+    with pytest.raises(SecretError) as caught:
+        read_env_secret("CRM_KEY", "secret_headers.X-Api-Key")
+    assert str(caught.value) == (
+        "secret_headers.X-Api-Key: environment variable CRM_KEY is not set or empty"
+    )
+
+
+def test_the_driver_check_names_every_variable_the_config_reads(monkeypatch):
+    monkeypatch.setenv("API_TOKEN", TOKEN)
+    monkeypatch.delenv("CRM_KEY", raising=False)
+    names = secret_variables("API_TOKEN", {"X-Api-Key": "CRM_KEY"})
+    assert names == [("token_env", "API_TOKEN"), ("secret_headers.X-Api-Key", "CRM_KEY")]
+    expected = "secret_headers.X-Api-Key: environment variable CRM_KEY is not set"
+    with pytest.raises(SecretError, match=f"^{re.escape(expected)}$"):
+        check_secret_variables(names, lambda variable: False)
+    check_secret_variables(names, lambda variable: variable == "CRM_KEY")  # e.g. Spark conf

@@ -1,5 +1,6 @@
 """URL and body templates: encoding, typed body values, missing fields named clearly."""
 
+import json
 from urllib.parse import unquote
 
 import pytest
@@ -59,6 +60,15 @@ def test_body_template_keeps_types_of_whole_placeholders():
     assert body == {"id": 7, "label": "customer 7", "nested": [{"flag": True}, 3], "lit": "{x}"}
     with pytest.raises(MissingFieldError, match="body_template needs field 'f'"):
         template.fill({"n": 7})
+
+
+def test_a_null_field_is_json_null_in_a_body():
+    """A lone placeholder keeps the null; inside text it is spelled as JSON spells it."""
+    template = BodyTemplate({"unit": "{unit}", "line": "{street}, unit {unit}"}, "body_template")
+    body = template.fill({"unit": None, "street": "Main St"})
+    assert body == {"unit": None, "line": "Main St, unit null"}
+    assert json.dumps(body) == '{"unit": null, "line": "Main St, unit null"}'
+    assert template.fill({"unit": False, "street": "x"})["line"] == "x, unit false"
 
 
 def test_invalid_templates():

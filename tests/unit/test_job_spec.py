@@ -58,6 +58,7 @@ def test_every_option_help_shows_the_default_the_job_uses():
     exactly that value, and no help states any other default."""
     fields = {f.name: f.default for f in dataclasses.fields(JobSpec)}
     fields["max_response_bytes"] = HttpEnricherConfig.max_response_bytes
+    fields["method"] = HttpEnricherConfig.method
     helps = {a.dest: a.help for a in build_parser()._actions if a.help}
     shown = 0
     for dest, text in helps.items():
@@ -142,3 +143,39 @@ def test_the_readme_option_table_states_the_defaults_the_job_uses():
     assert len(checked) >= 12  # the rows were found (14 today)
     for flag, value in checked.items():
         assert value == shown(fixed[flag.replace("-", "_")]), f"README --{flag}: {value}"
+
+
+def test_request_flags_reach_the_http_options_as_the_spec_file_writes_them(tmp_path):
+    spec = parse_args(
+        [
+            *REQUIRED,
+            *("--method", "post", "--body-template", '{"q": "{id}", "n": null}'),
+            *("--header", "Accept=application/json", "--header", "X-Trace=a=b"),
+            *("--secret-header", "X-Api-Key=CRM_KEY", "--spark-log-level", "INFO"),
+        ]
+    )
+    config = spec.http_config()
+    assert config.method == "POST" and config.body_template == {"q": "{id}", "n": None}
+    assert config.headers == {"Accept": "application/json", "X-Trace": "a=b"}
+    assert config.secret_headers == {"X-Api-Key": "CRM_KEY"} and spec.spark_log_level == "INFO"
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(
+        'http:\n  method: POST\n  body_template: {q: "{id}"}\n'
+        "  secret_headers: {X-Api-Key: CRM_KEY}\n"
+    )
+    from_file = parse_args([*REQUIRED, "--spec", str(spec_file)]).http_config()
+    assert (from_file.method, from_file.secret_headers) == ("POST", config.secret_headers)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--header", "Accept"], "--header: expected NAME=VALUE, got 'Accept'"),
+        (["--secret-header", "=CRM_KEY"], "--secret-header: expected NAME=VARIABLE"),
+        (["--body-template", "{q: 1}"], "--body-template: not JSON"),
+        (["--method", "POST", "--body-template", '"{id}"'], "must be a mapping"),
+    ],
+)
+def test_bad_request_flags_name_the_flag(flags, message):
+    with pytest.raises(SpecError, match=re.escape(message)):
+        parse_args([*REQUIRED, *flags])
