@@ -25,12 +25,11 @@ from airflow.sdk.exceptions import AirflowException
 
 import spark_jobs
 from plugins.enrichment_hook import BEARER_AUTO, EnrichmentApiHook
+from plugins.job_arguments import job_arguments
 from plugins.links import SnapshotProgressLink
 from plugins.namespace import namespace_key
 from plugins.progress_reporter import reporting_progress
 from spark_jobs import defaults
-from spark_jobs.defaults import RESUME_MODES
-from spark_jobs.snapshots import NamespaceKey
 from spark_jobs.spark_logging import with_java_options
 
 ENRICH_JOB = str(Path(spark_jobs.__file__).parent / "enrich_job.py")
@@ -216,7 +215,7 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         token_env, token_args = api.token_route(
             self._spark_master(), self.bearer_token, self.secret_headers
         )
-        self.application_args = self._job_args(api, key, run_id, token_args)
+        self.application_args = job_arguments(self, api, key, run_id, token_args)
         self.env_vars = {**self._python_env(), **(self.env_vars or {}), **token_env}
         api.log_resume_plan(key, self.resume)
         SnapshotProgressLink().publish(context)
@@ -235,52 +234,6 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         for outlet in self.outlets:
             context["outlet_events"][outlet].extra = {k: summary.get(k) for k in ASSET_EVENT_KEYS}
         return summary
-
-    def _job_args(
-        self, api: EnrichmentApiHook, key: NamespaceKey, run_id: str, token_args: list[str]
-    ) -> list[str]:
-        """The job's flags from the (rendered) parameters."""
-        if self.resume not in RESUME_MODES:
-            raise ValueError(f"resume must be one of {RESUME_MODES}, got {self.resume!r}")
-        options: dict[str, object] = {
-            "--input": self.input_path,
-            "--input-format": self.input_format,
-            "--output": self.output_path,
-            "--key-column": self.key_column,
-            "--url-template": api.url_template(self.url_path),
-            "--partitions": self.partitions,
-            "--capacity": self.capacity,
-            "--snapshot-dir": api.snapshot_root,
-            "--resume": self.resume,
-            "--dag-id": key.dag_id,
-            "--task-id": key.task_id,
-            "--interval-start": key.interval_start,
-            "--run-id": run_id,
-        }
-        optional: dict[str, object] = {  # a template may render unset as "" or "None"
-            "--event-time-column": self.event_time_column,
-            "--cache-dir": self.cache_dir,
-            "--cache-ttl": self.cache_ttl,
-            "--max-requests": self.max_requests,
-            "--cost-per-request": self.cost_per_request,
-            "--max-dead-letters": self.max_dead_letters,
-            "--retry-dead-letters": self.retry_dead_letters,
-        }
-        options.update({k: v for k, v in optional.items() if v not in (None, "", "None")})
-        fields = [("--response-field", f"{n}={p}") for n, p in self.response_fields.items()]
-        fields += [("--input-option", f"{k}={v}") for k, v in self.input_options.items()]
-        pairs = [*((flag, str(value)) for flag, value in options.items()), *fields]
-        pairs += self._request_args()
-        return [*(arg for pair in pairs for arg in pair), *token_args, *self.job_args]
-
-    def _request_args(self) -> list[tuple[str, str]]:
-        """The call's method, body and plain headers; secret ones travel by environment."""
-        pairs = [("--method", self.method), ("--spark-log-level", self.spark_log_level)]
-        body = self.body_template
-        if body not in (None, "", "None"):  # a string is JSON text, e.g. from a template
-            pairs.append(("--body-template", body if isinstance(body, str) else json.dumps(body)))
-        pairs += [("--header", f"{name}={value}") for name, value in self.headers.items()]
-        return pairs
 
     def _spark_master(self) -> str:
         return str(BaseHook.get_connection(self._conn_id).host or "")

@@ -8,12 +8,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 from fractions import Fraction
-from pathlib import Path
 from typing import Any
-
-import yaml
 
 from spark_jobs.defaults import (
     AUTH_FAILURE_THRESHOLD,
@@ -23,22 +19,9 @@ from spark_jobs.defaults import (
     SPARK_LOG_LEVELS,
 )
 from spark_jobs.enrichers import HttpEnricherConfig
-from spark_jobs.input_options import check_input_options, parse_input_option
-from spark_jobs.job_spec import ATTEMPT_DEADLINE_SHARES, QUEUE_FACTOR, JobSpec
-from spark_jobs.option_values import SpecError, parse_response_field
-
-# Flags that are HTTP enricher settings: they travel in ``http``, like the spec file's.
-HTTP_FLAGS = (
-    "method",
-    "body_template",
-    "headers",
-    "secret_headers",
-    "token_env",
-    "requests_per_second",
-    *ATTEMPT_DEADLINE_SHARES,
-    "max_response_bytes",
-    "hedge_after",
-)
+from spark_jobs.http_options import ATTEMPT_DEADLINE_SHARES
+from spark_jobs.job_spec import QUEUE_FACTOR, JobSpec
+from spark_jobs.spec_sources import HTTP_FLAGS, merge_options
 
 
 def option_defaults() -> dict[str, Any]:
@@ -85,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_request_options(_Options(parser))
     _add_call_options(_Options(parser))
     _add_run_options(_Options(parser))
+    _add_failure_options(_Options(parser))
     return parser
 
 
@@ -204,34 +188,6 @@ def _add_run_options(add: _Options) -> None:
     add("--dag-id", help="snapshot namespace: DAG id")
     add("--task-id", help="snapshot namespace: task id")
     add("--interval-start", help="snapshot namespace: data interval start")
-    add(
-        "--outage-threshold",
-        type=int,
-        help="consecutive transient call failures that fail the task for a later resume "
-        "instead of dead-lettering through an outage; 0 disables",
-    )
-    add(
-        "--systemic-threshold",
-        type=int,
-        help="records in a row failing with one permanent error (same class and HTTP status, "
-        "e.g. 400) that stop the run, exit 6, instead of dead-lettering them; 401/403 before "
-        f"any success stop after {AUTH_FAILURE_THRESHOLD}; 0 disables",
-    )
-    add(
-        "--max-dead-letters",
-        metavar="N|P%",
-        help="more dead letters than this (a count, or a share of the input) fail the run, "
-        "exit 7, publishing nothing and keeping the snapshots (default: no limit)",
-    )
-    add(
-        "--retry-dead-letters",
-        nargs="?",
-        const="all",
-        metavar="CLASSES",
-        help="enrich again only the dead letters of the last result (published, or rejected "
-        "by --max-dead-letters): all, or those of these error classes (ThrottledError,"
-        "ServerError); publishes the merged result (default: off)",
-    )
     add("--progress-interval", type=float, help="seconds between progress lines")
     add("--snapshot-max-rows", type=int, help="cut a snapshot when this many outputs wait")
     add("--keep-snapshots", action="store_true", help="keep the namespace after success")
@@ -261,59 +217,41 @@ def _add_run_options(add: _Options) -> None:
     )
 
 
+def _add_failure_options(add: _Options) -> None:
+    """When a run stops or fails as a whole instead of dead-lettering (``run_failures``)."""
+    add(
+        "--outage-threshold",
+        type=int,
+        help="consecutive transient call failures that fail the task for a later resume "
+        "instead of dead-lettering through an outage; 0 disables",
+    )
+    add(
+        "--systemic-threshold",
+        type=int,
+        help="records in a row failing with one permanent error (same class and HTTP status, "
+        "e.g. 400) that stop the run, exit 6, instead of dead-lettering them; 401/403 before "
+        f"any success stop after {AUTH_FAILURE_THRESHOLD}; 0 disables",
+    )
+    add(
+        "--max-dead-letters",
+        metavar="N|P%",
+        help="more dead letters than this (a count, or a share of the input) fail the run, "
+        "exit 7, publishing nothing and keeping the snapshots (default: no limit)",
+    )
+    add(
+        "--retry-dead-letters",
+        nargs="?",
+        const="all",
+        metavar="CLASSES",
+        help="enrich again only the dead letters of the last result (published, or rejected "
+        "by --max-dead-letters): all, or those of these error classes (ThrottledError,"
+        "ServerError); publishes the merged result (default: off)",
+    )
+
+
 def parse_args(argv: list[str] | None = None) -> JobSpec:
     """Flags over spec file over defaults; raises SpecError naming the bad option."""
-    args = vars(build_parser().parse_args(argv))
-    values: dict[str, Any] = {}
-    spec_path = args.pop("spec", None)
-    _parse_http_flags(args)
-    if spec_path:
-        values.update(load_spec_file(spec_path))
-    http = dict(values.get("http") or {})
-    for http_option in HTTP_FLAGS:  # top level in a spec file too, as on the command line
-        for source in (values, args):
-            if http_option in source:
-                http[http_option] = source.pop(http_option)
-    if http:
-        values["http"] = http
-    if "response_fields" in args:
-        args["response_fields"] = dict(parse_response_field(f) for f in args["response_fields"])
-    if "input_options" in args:  # over the spec file's, option by option
-        flags = dict(parse_input_option(o) for o in args["input_options"])
-        args["input_options"] = {**check_input_options(values.get("input_options", {})), **flags}
-    values.update(args)
+    values, spec_path = merge_options(vars(build_parser().parse_args(argv)))
     spec = JobSpec.from_mapping(values, source=spec_path or "command line")
     spec.check_driver_files()
     return spec
-
-
-def _parse_http_flags(args: dict[str, Any]) -> None:
-    """The HTTP flags given as text (JSON, ``NAME=VALUE``) as the spec file's values."""
-    if "body_template" in args:
-        try:
-            args["body_template"] = json.loads(args["body_template"])
-        except ValueError as error:
-            raise SpecError(f"--body-template: not JSON ({error})") from None
-    for dest, flag, value in (
-        ("headers", "--header", "VALUE"),
-        ("secret_headers", "--secret-header", "VARIABLE"),
-    ):
-        pairs = [item.partition("=") for item in args.get(dest, [])]
-        for item, (name, equals, _) in zip(args.get(dest, []), pairs, strict=True):
-            if not (name.strip() and equals):
-                raise SpecError(f"{flag}: expected NAME={value}, got {item!r}")
-        if dest in args:
-            args[dest] = {name.strip(): text for name, _, text in pairs}
-
-
-def load_spec_file(path: str) -> dict[str, Any]:
-    file = Path(path)
-    if not file.is_file():
-        raise SpecError(f"--spec: no such file {path}")
-    try:
-        data = yaml.safe_load(file.read_text())  # YAML is a superset of JSON
-    except yaml.YAMLError as error:
-        raise SpecError(f"--spec {path}: not valid YAML/JSON: {error}") from None
-    if not isinstance(data, dict):
-        raise SpecError(f"--spec {path}: expected a mapping of options at the top level")
-    return {key.replace("-", "_"): value for key, value in data.items()}

@@ -21,20 +21,11 @@ from spark_jobs.defaults import INPUT_FORMATS, MODES, RESUME_MODES, InputFormat,
 from spark_jobs.enrichers import HttpEnricherConfig, ResponseField
 from spark_jobs.enrichers.batch_config import nest_flat_options
 from spark_jobs.enrichers.validation import IDENTITY
+from spark_jobs.http_options import http_config
 from spark_jobs.input_options import check_input_options, key_column_value
 from spark_jobs.option_values import SpecError, check, parse_duration, parse_response_field
 from spark_jobs.run_failures import check_failure_options
 
-# Per-attempt deadlines as shares of the record's --timeout, unless set: a record whose
-# first attempt stalls is cut off after a tenth of its budget and keeps most of it for
-# retries (in ordered mode the stall also holds back its partition's output only that
-# long). With the default 30 s: connect 5, first byte 10, stall 3, attempt 15.
-ATTEMPT_DEADLINE_SHARES = {
-    "connect_timeout": 1 / 6,
-    "first_byte_timeout": 1 / 3,
-    "read_timeout": 1 / 10,
-    "total_timeout": 1 / 2,
-}
 # With the HTTP enricher the operator's queue holds this many times ``capacity``: records
 # finished behind a slow one (ordered mode, a Retry-After, a stall) keep waiting for their
 # turn while new requests still go out, so one wait does not idle the whole partition.
@@ -237,28 +228,8 @@ class JobSpec:
         return share + (1 if partition < extra else 0)
 
     def http_config(self) -> HttpEnricherConfig:
-        """The HTTP enricher's configuration for one partition's share of the job.
-
-        Attempt deadlines not set explicitly are derived from ``timeout``; an explicit
-        attempt deadline must leave the record time for a retry.
-        """
-        derived = {name: self.timeout * share for name, share in ATTEMPT_DEADLINE_SHARES.items()}
-        options = {
-            "url_template": self.url_template,
-            "response_fields": self.response_fields,
-            "key_field": self.key_column if isinstance(self.key_column, str) else None,
-            "capacity": self.capacity,
-            "partitions": self.partitions,
-            **derived,
-            **self.http,
-        }
-        attempt = options["total_timeout"]
-        if attempt is not None and attempt >= self.timeout:
-            raise ValueError(
-                f"total_timeout ({attempt:g}s per attempt) must be shorter than --timeout "
-                f"({self.timeout:g}s per record, retries included), or no retry fits"
-            )
-        return HttpEnricherConfig.from_dict(options)
+        """The HTTP enricher's configuration for one partition's share of the job."""
+        return http_config(self)
 
     def enrichment_identity(self) -> dict[str, Any]:
         """What the enrichment computes (no secrets): part of the job fingerprint."""

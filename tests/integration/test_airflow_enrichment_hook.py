@@ -16,6 +16,7 @@ import pytest
 from plugins.discard_operator import DiscardSnapshotsOperator
 from plugins.enrichment_hook import TOKEN_ENV, EnrichmentApiHook
 from plugins.enrichment_operator import ResumableEnrichmentOperator
+from plugins.job_arguments import job_arguments
 from spark_jobs import defaults
 from spark_jobs.job_cli import parse_args
 from spark_jobs.snapshots import NamespaceKey
@@ -106,7 +107,7 @@ def test_airflow_operator_flags_are_what_the_job_parses(connections):
     )
     key = NamespaceKey("d", "enrich", "2024-01-01T00:00:00+00:00")
     api = EnrichmentApiHook(snapshot_root="/tmp/snapshots")
-    args = submit._job_args(api, key, "run-1", ["--token-env", TOKEN_ENV])
+    args = job_arguments(submit, api, key, "run-1", ["--token-env", TOKEN_ENV])
     spec = parse_args(args)
     assert spec.url_template == "https://api.example.com:8443/customers/{id}"
     assert spec.response_fields["score"].type == "float" and spec.event_time_column == "event_time"
@@ -130,19 +131,19 @@ def test_airflow_operator_passes_input_options_and_a_composite_key(connections):
     )
     key = NamespaceKey("d", "enrich", "x")
     api = EnrichmentApiHook(snapshot_root="/tmp/snapshots")
-    spec = parse_args(submit._job_args(api, key, "run-1", []))
+    spec = parse_args(job_arguments(submit, api, key, "run-1", []))
     assert spec.input_options == {"sep": ";", "encoding": "latin1"}
     assert spec.key_columns == ("region", "id") and spec.input_format == "csv"
     refused = operator(input_options={"mode": "DROPMALFORMED"})
     with pytest.raises(ValueError, match="--input-option mode: refused"):
-        parse_args(refused._job_args(api, key, "run-1", []))
+        parse_args(job_arguments(refused, api, key, "run-1", []))
 
 
 def test_airflow_operator_refuses_an_unknown_resume_mode(connections):
     submit = operator(resume="sometimes")
     key = NamespaceKey("d", "enrich", "x")
     with pytest.raises(ValueError, match="resume must be one of"):
-        submit._job_args(EnrichmentApiHook(), key, "run-1", [])
+        job_arguments(submit, EnrichmentApiHook(), key, "run-1", [])
 
 
 @pytest.mark.parametrize("where", ["argument", "default_args"])
@@ -226,7 +227,7 @@ def test_airflow_operator_request_parameters_are_what_the_job_parses(connections
     key = NamespaceKey("d", "enrich", "2024-01-01T00:00:00+00:00")
     api = EnrichmentApiHook(snapshot_root="/tmp/snapshots")
     secret_args = ["--secret-header", "X-Api-Key=ENRICHMENT_API_HEADER_X_API_KEY"]
-    spec = parse_args(submit._job_args(api, key, "run-1", secret_args))
+    spec = parse_args(job_arguments(submit, api, key, "run-1", secret_args))
     config = spec.http_config()
     assert (config.method, config.body_template) == ("POST", {"address": "{street}", "limit": 1})
     assert config.headers == {"Accept": "application/json"} and spec.spark_log_level == "INFO"

@@ -10,6 +10,7 @@ import pytest
 
 from demo.stack import airflow, airflow_env, demo_api, init_airflow
 from plugins.enrichment_hook import EnrichmentApiHook
+from plugins.job_arguments import job_arguments
 from spark_jobs.defaults import AUTH_FAILURE_THRESHOLD, DEAD_LETTER_RETRY_SUFFIX
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 
@@ -65,7 +66,7 @@ def job_flags(monkeypatch, tmp_path, **params) -> list[str]:
     )
     operator = enrichment_operator(**params)
     api = EnrichmentApiHook(snapshot_root=str(tmp_path))
-    return operator._job_args(api, NamespaceKey("d", "enrich", "day"), "run-1", [])
+    return job_arguments(operator, api, NamespaceKey("d", "enrich", "day"), "run-1", [])
 
 
 def test_the_operator_passes_the_ceiling_and_the_retry_only_when_set(monkeypatch, tmp_path):
