@@ -5,6 +5,7 @@ predicate understands. Counts what it sends; never names a secret."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import zlib
@@ -33,7 +34,9 @@ from .errors import (
     snippet,
 )
 from .hedging import HedgeDelay, race
-from .rate_limit import AdaptiveConcurrency, TokenBucket
+from .rate_control import RateController
+from .rate_headers import quota_hint
+from .rate_limit import AdaptiveConcurrency
 from .secrets import Secret
 from .session import open_session
 
@@ -49,8 +52,7 @@ class RequestSender:
         self.session: aiohttp.ClientSession | None = None
         self._secrets: list[Secret] = []
         self._budget = request_budget
-        rate = config.rate_per_partition
-        self._bucket = TokenBucket(rate) if rate is not None else None
+        self.rate = RateController(config.rate_per_partition)
         self.limiter = AdaptiveConcurrency(
             config.capacity, config.throttle_window, config.throttle_share
         )
@@ -129,6 +131,7 @@ class RequestSender:
 
         Waiting for a slot or a rate token is ``untimed``: other records' stalled or
         throttled requests hold those, so the wait must not eat this record's timeout.
+        Each answer's throttling and rate-limit headers steer the rate controller.
         """
         session = self.session
         if session is None:
@@ -140,16 +143,21 @@ class RequestSender:
                 async with untimed():
                     ticket = await limiter.acquire()
         success = throttled = False
+        started = 0.0
         try:
-            if self._bucket is not None:
+            wait = self.rate.reserve()
+            if wait > 0:
                 async with untimed():
-                    await self._bucket.acquire()
+                    await asyncio.sleep(wait)
             if self._budget is not None and self.requests_made >= self._budget:
                 raise BudgetExhausted(f"request budget of {self._budget} spent")
             self.requests_made += 1
             started = time.monotonic()
             reply = await self._attempt(session, method, url, body)
             status = reply.status
+            hint = quota_hint(reply.headers)
+            if hint is not None:
+                self.rate.observe_quota(hint, started)
             self.responses_by_status[status] += 1
             if 200 <= status < 300 or (status == 404 and allow_404):
                 success = True
@@ -159,6 +167,7 @@ class RequestSender:
             raise self._status_error(method, url, status, reply)
         except ThrottledError as error:
             throttled = error.status == 429
+            self.rate.throttled(error.retry_after, started)
             raise
         finally:
             limiter.release(ticket, success=success, throttled=throttled)
@@ -178,10 +187,10 @@ class RequestSender:
 
     def _status_error(self, method: str, url: str, status: int, reply: Reply) -> EnrichmentError:
         message = self.redact(f"HTTP {status} from {method} {url}: {snippet(reply.payload)!r}")
-        if status == 429 or status == 503:
+        retry_after = parse_retry_after(reply.retry_after)
+        if status == 429 or (status == 503 and retry_after is not None):
             if status == 429:
                 self.throttled += 1
-            retry_after = parse_retry_after(reply.retry_after)
             return self._retryable(ThrottledError(message, status=status, retry_after=retry_after))
         if status >= 500 or status in RETRYABLE_4XX:
             return self._retryable(ServerError(message, status=status))

@@ -1,0 +1,152 @@
+"""A request rate that converges on what the API accepts: AIMD on requests per second.
+
+Halving concurrency does not find a *rate*: with fast answers a handful of slots still
+sends far more than a hard limit of R requests/s allows, and the 429 share stays high.
+:class:`RateController` paces sends like ``TokenBucket`` (GCRA, one token of burst) and
+moves the rate itself:
+
+* **slow start**: without a ``--requests-per-second`` it starts at ``START_RATE`` and
+  doubles every second until the first throttled answer, like TCP;
+* **multiplicative decrease**: a 429 (or a spent quota announced by rate-limit headers)
+  cuts the rate to ``BETA`` x the rate actually sent, and pauses *every* new send for the
+  server's ``Retry-After``: the answer is about the client, not that one record. A 429
+  of a call sent before the last cut is old news and cuts nothing again;
+* **additive increase**, concave around the rate that was throttled (``ceiling_hint``,
+  CUBIC's ``w_max``): back to ``APPROACH`` of it within a few seconds, then a slow probe
+  above it, so that the 1 s pause a 429 costs comes seldom.
+
+Each partition runs its own controller: partitions sharing a limit all see its 429s in
+the same window and cut together, so they settle on about equal shares without talking
+to each other. A given ``--requests-per-second`` share stays a hard ceiling, and a rate
+stated by a ``RateLimit-Policy`` header another one. The rate grows only while it is
+used (at most twice the rate sent), so an idle spell does not end in a burst.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable
+
+from .rate_headers import MAX_RESET_S, QuotaHint
+
+START_RATE = 20.0
+"""Requests/s a partition starts at when no rate is given; slow start doubles it per second."""
+MIN_RATE = 0.5
+"""The rate never drops below this: one call every 2 s still learns when the limit lifts."""
+BETA = 0.85
+"""The cut on a throttled answer: the rate becomes this share of the rate sent."""
+APPROACH = 0.95
+"""After a cut the rate climbs quickly back to this share of the throttled rate..."""
+PROBE = 0.004
+"""...then by this share of it per second, so the next 429 comes some 15 s later."""
+TICK_S = 0.25
+"""How often the rate is adjusted and the rate sent is measured."""
+
+
+class RateController:
+    """Paces one partition's requests at a rate found by AIMD; see the module docstring.
+
+    Per request: ``wait = reserve()`` (seconds to sleep before sending; 0 on the fast
+    path), or ``await acquire()``. Per answer: :meth:`throttled` for a 429 or a 503 with
+    ``Retry-After``, :meth:`observe_quota` for rate-limit headers.
+    """
+
+    def __init__(
+        self,
+        ceiling: float | None = None,
+        *,
+        start_rate: float = START_RATE,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if ceiling is not None and not ceiling > 0:
+            raise ValueError(f"ceiling must be > 0 requests/s, got {ceiling!r}")
+        self.ceiling = ceiling
+        self.slow_start = ceiling is None
+        self.rate = ceiling if ceiling is not None else start_rate
+        self.ceiling_hint: float | None = None  # the rate last throttled (w_max)
+        self.decreases = 0
+        self._policy_rate: float | None = None
+        self._clock = clock
+        now = clock()
+        self._interval = 1.0 / self.rate
+        self._next = now  # GCRA: when the next send may go
+        self._paused_until = now
+        self._last_cut = -math.inf
+        self._tick_at = now + TICK_S
+        self._tick_start = now
+        self._tick_sends = 0
+        self._sent_rate = 0.0
+
+    def reserve(self) -> float:
+        """Take the next send slot; returns how many seconds to wait before sending."""
+        now = self._clock()
+        if now >= self._tick_at:
+            self._adjust(now)
+        self._tick_sends += 1
+        start = self._next if self._next > now else now
+        if self._paused_until > start:
+            start = self._paused_until
+        self._next = start + self._interval
+        return start - now
+
+    async def acquire(self) -> None:
+        wait = self.reserve()
+        if wait > 0:
+            await asyncio.sleep(wait)
+
+    def throttled(self, retry_after: float | None, sent_at: float) -> None:
+        """A throttled answer to a call sent at ``sent_at`` (this controller's clock)."""
+        now = self._clock()
+        if retry_after is not None and math.isfinite(retry_after) and retry_after > 0:
+            pause = now + min(retry_after, MAX_RESET_S)
+            if pause > self._paused_until:
+                self._paused_until = pause
+        if sent_at >= self._last_cut:
+            self._cut(now)
+
+    def observe_quota(self, hint: QuotaHint, sent_at: float) -> None:
+        """Rate-limit headers: a policy's rate caps ours; a spent quota is a throttle
+        without its 429 (the next call would meet one), paused until the reset."""
+        policy = hint.policy_rate
+        if policy is not None and policy > 0 and policy != self._policy_rate:
+            self._policy_rate = max(policy, MIN_RATE)
+            self._set_rate(self.rate)
+        if hint.exhausted:
+            self.throttled(hint.reset_s, sent_at)
+
+    def _cut(self, now: float) -> None:
+        sent = self._sent_rate if self._sent_rate > 0 else self.rate
+        base = min(self.rate, sent)
+        self.ceiling_hint = base
+        self.slow_start = False
+        self._last_cut = now
+        self.decreases += 1
+        self._set_rate(base * BETA)
+
+    def _adjust(self, now: float) -> None:
+        """Measure the rate sent over the last tick and, unless paused, grow the rate."""
+        elapsed = now - self._tick_start
+        self._sent_rate = self._tick_sends / elapsed if elapsed > 0 else self._sent_rate
+        self._tick_start, self._tick_sends, self._tick_at = now, 0, now + TICK_S
+        if now < self._paused_until:
+            return
+        rate = self.rate
+        hint = self.ceiling_hint
+        if self.slow_start:
+            rate *= 2.0**elapsed
+        elif hint is not None and rate < APPROACH * hint:
+            rate += max((APPROACH * hint - rate) * min(1.0, elapsed), MIN_RATE * elapsed)
+        else:
+            rate += max(PROBE * (hint or rate), MIN_RATE) * elapsed
+        used = max(2.0 * self._sent_rate, START_RATE)  # grow only a rate that is used
+        self._set_rate(min(rate, max(used, self.rate)))
+
+    def _set_rate(self, rate: float) -> None:
+        rate = max(rate, MIN_RATE)
+        for cap in (self.ceiling, self._policy_rate):  # a given ceiling wins over MIN_RATE
+            if cap is not None and rate > cap:
+                rate = cap
+        self.rate = rate
+        self._interval = 1.0 / self.rate
