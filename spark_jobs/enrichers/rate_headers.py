@@ -108,7 +108,9 @@ def quota_hint(headers: Mapping[str, str]) -> QuotaHint | None:
     if structured is not None:
         params = _parameters(structured)
         quota, window = _policy(headers.get("RateLimit-Policy"))
-        return QuotaHint(parse_number(params.get("r")), parse_duration(params.get("t")), quota, window)
+        return QuotaHint(
+            parse_number(params.get("r")), parse_duration(params.get("t")), quota, window
+        )
     remaining = headers.get("RateLimit-Remaining")
     if remaining is None:
         return None

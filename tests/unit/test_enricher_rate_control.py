@@ -42,8 +42,9 @@ class FixedWindowServer:
         return True
 
 
-def simulate(server: FixedWindowServer, controllers: list[RateController], clock: FakeClock,
-             seconds: float) -> list[int]:
+def simulate(
+    server: FixedWindowServer, controllers: list[RateController], clock: FakeClock, seconds: float
+) -> list[int]:
     """Every controller sends as fast as it lets (unbounded demand); answers are instant.
     Returns the calls each controller made."""
     due = [clock.now + c.reserve() for c in controllers]

@@ -2,8 +2,6 @@
 
 import asyncio
 
-import pytest
-
 from spark_jobs.enrichers.rate_limit import AdaptiveConcurrency
 
 
