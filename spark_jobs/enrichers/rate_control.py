@@ -6,11 +6,14 @@ sends far more than a hard limit of R requests/s allows, and the 429 share stays
 moves the rate itself:
 
 * **slow start**: without a ``--requests-per-second`` it starts at ``START_RATE`` and
-  doubles every second until the first throttled answer, like TCP;
+  doubles every half second until the first throttled answer, like TCP;
 * **multiplicative decrease**: a 429 (or a spent quota announced by rate-limit headers)
-  cuts the rate to ``BETA`` x the rate actually sent, and pauses *every* new send for the
+  cuts the rate to ``BETA`` x the rate the server *accepted* over the last second (its
+  answers that were not throttled: with a hard limit, about this partition's share of
+  it; the rate sent overshoots by the calls still in flight), and pauses *every* new send for the
   server's ``Retry-After``: the answer is about the client, not that one record. A 429
-  of a call sent before the last cut is old news and cuts nothing again;
+  of a call sent before the last cut is old news and cuts nothing again, and cuts come
+  at most every ``CUT_INTERVAL_S`` (one exhausted window answers many calls);
 * **additive increase**, concave around the rate that was throttled (``ceiling_hint``,
   CUBIC's ``w_max``): back to ``APPROACH`` of it within a few seconds, then a slow probe
   above it, so that the 1 s pause a 429 costs comes seldom.
@@ -31,8 +34,10 @@ from collections.abc import Callable
 
 from .rate_headers import MAX_RESET_S, QuotaHint
 
-START_RATE = 20.0
-"""Requests/s a partition starts at when no rate is given; slow start doubles it per second."""
+START_RATE = 50.0
+"""Requests/s a partition starts at when no rate is given; slow start doubles it quickly."""
+SLOW_START_GROWTH = 4.0
+"""Slow start multiplies the rate by this per second (doubles it every half second)."""
 MIN_RATE = 0.5
 """The rate never drops below this: one call every 2 s still learns when the limit lifts."""
 BETA = 0.85
@@ -40,17 +45,26 @@ BETA = 0.85
 APPROACH = 0.95
 """After a cut the rate climbs quickly back to this share of the throttled rate..."""
 PROBE = 0.004
-"""...then by this share of it per second, so the next 429 comes some 15 s later."""
+"""...then by this share of it per second, so the next 429 comes some 12 s later..."""
+PROBE_MIN = 0.1
+"""...but at least by this many requests/s per second, so a small rate still grows."""
+CUT_INTERVAL_S = 0.5
+"""At most one cut per this long: the 429s of one spent window are one signal."""
+PROBE_SPEED_UP_S = 10.0
+"""The probe grows by its own step once more for every this many seconds without a 429."""
 TICK_S = 0.25
 """How often the rate is adjusted and the rate sent is measured."""
+ACCEPTED_TICKS = 4
+"""Ticks of accepted answers a cut looks back on (a second: a usual limit's window)."""
 
 
 class RateController:
     """Paces one partition's requests at a rate found by AIMD; see the module docstring.
 
     Per request: ``wait = reserve()`` (seconds to sleep before sending; 0 on the fast
-    path), or ``await acquire()``. Per answer: :meth:`throttled` for a 429 or a 503 with
-    ``Retry-After``, :meth:`observe_quota` for rate-limit headers.
+    path), ``await wait_for_slot(wait)`` if it is not 0, then ``sending()`` as the call
+    goes out. Per answer: :meth:`accepted` for one the server worked on, :meth:`throttled`
+    for a 429 or a 503 with ``Retry-After``, :meth:`observe_quota` for rate-limit headers.
     """
 
     def __init__(
@@ -67,6 +81,7 @@ class RateController:
         self.rate = ceiling if ceiling is not None else start_rate
         self.ceiling_hint: float | None = None  # the rate last throttled (w_max)
         self.decreases = 0
+        self.epoch = 0  # changes with every cut or pause: waiting slots are taken anew
         self._policy_rate: float | None = None
         self._clock = clock
         now = clock()
@@ -74,27 +89,49 @@ class RateController:
         self._next = now  # GCRA: when the next send may go
         self._paused_until = now
         self._last_cut = -math.inf
+        self._probe_since: float | None = None  # probing above APPROACH since then
         self._tick_at = now + TICK_S
         self._tick_start = now
         self._tick_sends = 0
         self._sent_rate = 0.0
+        self._tick_accepted = 0
+        self._accepted_ticks = [0] * ACCEPTED_TICKS  # the last second's, a tick each
+        self._accepted_index = 0
 
     def reserve(self) -> float:
         """Take the next send slot; returns how many seconds to wait before sending."""
         now = self._clock()
-        if now >= self._tick_at:
-            self._adjust(now)
-        self._tick_sends += 1
         start = self._next if self._next > now else now
         if self._paused_until > start:
             start = self._paused_until
         self._next = start + self._interval
         return start - now
 
+    async def wait_for_slot(self, wait: float) -> None:
+        """Sleep ``wait`` seconds; if the rate was cut or sends paused meanwhile, the slot
+        was taken at a rate the server refuses: take a new one (and so on)."""
+        while wait > 0:
+            epoch = self.epoch
+            await asyncio.sleep(wait)
+            wait = self.reserve() if self.epoch != epoch else 0.0
+
+    def sending(self) -> None:
+        """A call goes out now: counts towards the rate sent, which paces the growth."""
+        self._tick_sends += 1
+        now = self._clock()
+        if now >= self._tick_at:
+            self._adjust(now)
+
+    def accepted(self) -> None:
+        """An answer the server worked on (not throttled)."""
+        self._tick_accepted += 1
+
     async def acquire(self) -> None:
+        """``reserve``, ``wait_for_slot`` and ``sending`` in one (for tests and tools)."""
         wait = self.reserve()
         if wait > 0:
-            await asyncio.sleep(wait)
+            await self.wait_for_slot(wait)
+        self.sending()
 
     def throttled(self, retry_after: float | None, sent_at: float) -> None:
         """A throttled answer to a call sent at ``sent_at`` (this controller's clock)."""
@@ -103,7 +140,8 @@ class RateController:
             pause = now + min(retry_after, MAX_RESET_S)
             if pause > self._paused_until:
                 self._paused_until = pause
-        if sent_at >= self._last_cut:
+                self.epoch += 1
+        if sent_at >= self._last_cut and now >= self._last_cut + CUT_INTERVAL_S:
             self._cut(now)
 
     def observe_quota(self, hint: QuotaHint, sent_at: float) -> None:
@@ -117,31 +155,46 @@ class RateController:
             self.throttled(hint.reset_s, sent_at)
 
     def _cut(self, now: float) -> None:
+        accepted = self._accepted_rate(now)
         sent = self._sent_rate if self._sent_rate > 0 else self.rate
-        base = min(self.rate, sent)
+        base = min(self.rate, accepted if accepted > 0 else sent)
         self.ceiling_hint = base
         self.slow_start = False
         self._last_cut = now
+        self._probe_since = None
         self.decreases += 1
+        self.epoch += 1
+        self._next = now  # slots taken at the old rate are taken anew at the new one
         self._set_rate(base * BETA)
 
     def _adjust(self, now: float) -> None:
         """Measure the rate sent over the last tick and, unless paused, grow the rate."""
         elapsed = now - self._tick_start
         self._sent_rate = self._tick_sends / elapsed if elapsed > 0 else self._sent_rate
+        self._accepted_ticks[self._accepted_index] = self._tick_accepted
+        self._accepted_index = (self._accepted_index + 1) % ACCEPTED_TICKS
         self._tick_start, self._tick_sends, self._tick_at = now, 0, now + TICK_S
+        self._tick_accepted = 0
         if now < self._paused_until:
             return
         rate = self.rate
         hint = self.ceiling_hint
         if self.slow_start:
-            rate *= 2.0**elapsed
+            rate *= SLOW_START_GROWTH**elapsed
         elif hint is not None and rate < APPROACH * hint:
             rate += max((APPROACH * hint - rate) * min(1.0, elapsed), MIN_RATE * elapsed)
-        else:
-            rate += max(PROBE * (hint or rate), MIN_RATE) * elapsed
+        else:  # probing: faster the longer no 429 came (CUBIC's convex part)
+            if self._probe_since is None:
+                self._probe_since = now
+            speed_up = 1.0 + (now - self._probe_since) / PROBE_SPEED_UP_S
+            rate += max(PROBE * (hint or rate), PROBE_MIN) * speed_up * elapsed
         used = max(2.0 * self._sent_rate, START_RATE)  # grow only a rate that is used
         self._set_rate(min(rate, max(used, self.rate)))
+
+    def _accepted_rate(self, now: float) -> float:
+        """Answers accepted per second over the last ACCEPTED_TICKS ticks and this one."""
+        span = ACCEPTED_TICKS * TICK_S + (now - self._tick_start)
+        return (sum(self._accepted_ticks) + self._tick_accepted) / span
 
     def _set_rate(self, rate: float) -> None:
         rate = max(rate, MIN_RATE)

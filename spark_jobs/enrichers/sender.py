@@ -5,7 +5,6 @@ predicate understands. Counts what it sends; never names a secret."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 import zlib
@@ -145,13 +144,15 @@ class RequestSender:
         success = throttled = False
         started = 0.0
         try:
-            wait = self.rate.reserve()
+            rate = self.rate
+            wait = rate.reserve()
             if wait > 0:
                 async with untimed():
-                    await asyncio.sleep(wait)
+                    await rate.wait_for_slot(wait)
             if self._budget is not None and self.requests_made >= self._budget:
                 raise BudgetExhausted(f"request budget of {self._budget} spent")
             self.requests_made += 1
+            rate.sending()
             started = time.monotonic()
             reply = await self._attempt(session, method, url, body)
             status = reply.status
@@ -161,6 +162,7 @@ class RequestSender:
             self.responses_by_status[status] += 1
             if 200 <= status < 300 or (status == 404 and allow_404):
                 success = True
+                rate.accepted()
                 if self._hedge is not None:
                     self._hedge.observe(time.monotonic() - started)
                 return status, reply.payload

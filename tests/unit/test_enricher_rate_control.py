@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from spark_jobs.enrichers.rate_control import MIN_RATE, RateController
+from spark_jobs.enrichers.rate_control import MIN_RATE, START_RATE, RateController
 from spark_jobs.enrichers.rate_headers import MAX_RESET_S, QuotaHint
 
 
@@ -56,7 +56,10 @@ def simulate(
             return sent
         clock.now = due[index]
         sent[index] += 1
-        if not server.admit(clock.now):
+        controllers[index].sending()
+        if server.admit(clock.now):
+            controllers[index].accepted()
+        else:
             controllers[index].throttled(1.0, clock.now)
         due[index] = clock.now + controllers[index].reserve()
 
@@ -178,4 +181,5 @@ def test_an_idle_partition_does_not_grow_a_rate_it_does_not_use():
     for _ in range(200):  # 2 sends per second for 100 s
         clock.now += 0.5
         controller.reserve()
-    assert controller.rate <= 25
+        controller.sending()
+    assert controller.rate <= START_RATE
