@@ -50,8 +50,9 @@ PROBE_MIN = 0.1
 """...but at least by this many requests/s per second, so a small rate still grows."""
 CUT_INTERVAL_S = 0.5
 """At most one cut per this long: the 429s of one spent window are one signal."""
-PROBE_SPEED_UP_S = 10.0
-"""The probe grows by its own step once more for every this many seconds without a 429."""
+PROBE_DOUBLING_S = 8.0
+"""The probe's step doubles for every this many seconds without a 429: a share found too
+low (a cut on thin evidence, or a neighbour partition finished) is soon regained."""
 TICK_S = 0.25
 """How often the rate is adjusted and the rate sent is measured."""
 ACCEPTED_TICKS = 4
@@ -85,6 +86,7 @@ class RateController:
         self._policy_rate: float | None = None
         self._clock = clock
         now = clock()
+        self._born = now
         self._interval = 1.0 / self.rate
         self._next = now  # GCRA: when the next send may go
         self._paused_until = now
@@ -155,10 +157,13 @@ class RateController:
             self.throttled(hint.reset_s, sent_at)
 
     def _cut(self, now: float) -> None:
+        """The new rate from what the server accepted (it lags behind a fast climb, so
+        it is low on leaving slow start); the climb's target from what was tried, cut
+        (an overestimate, which the next 429 corrects with a steadier count)."""
+        attempted = min(self.rate, self._sent_rate) if self._sent_rate > 0 else self.rate
         accepted = self._accepted_rate(now)
-        sent = self._sent_rate if self._sent_rate > 0 else self.rate
-        base = min(self.rate, accepted if accepted > 0 else sent)
-        self.ceiling_hint = base
+        base = min(self.rate, accepted) if accepted > 0 else attempted
+        self.ceiling_hint = max(base, BETA * attempted)
         self.slow_start = False
         self._last_cut = now
         self._probe_since = None
@@ -186,14 +191,16 @@ class RateController:
         else:  # probing: faster the longer no 429 came (CUBIC's convex part)
             if self._probe_since is None:
                 self._probe_since = now
-            speed_up = 1.0 + (now - self._probe_since) / PROBE_SPEED_UP_S
+            speed_up = 2.0 ** ((now - self._probe_since) / PROBE_DOUBLING_S)
             rate += max(PROBE * (hint or rate), PROBE_MIN) * speed_up * elapsed
         used = max(2.0 * self._sent_rate, START_RATE)  # grow only a rate that is used
         self._set_rate(min(rate, max(used, self.rate)))
 
     def _accepted_rate(self, now: float) -> float:
         """Answers accepted per second over the last ACCEPTED_TICKS ticks and this one."""
-        span = ACCEPTED_TICKS * TICK_S + (now - self._tick_start)
+        span = min(ACCEPTED_TICKS * TICK_S + (now - self._tick_start), now - self._born)
+        if span <= 0:
+            return 0.0
         return (sum(self._accepted_ticks) + self._tick_accepted) / span
 
     def _set_rate(self, rate: float) -> None:
