@@ -134,7 +134,17 @@ def run_rate_limited(work: Path, partitions: int, rows: int) -> dict[str, Any]:
         "calls": stats["total"],
         "share_429": round(stats["by_status"].get("429", 0) / stats["total"], 4),
         "limit_ratio_after_10s": round(throughput_after(stats, 10.0) / RATE_LIMIT, 3),
+        "limit_ratio_while_sending": while_sending(admitted_per_second(stats)),
     }
+
+
+def while_sending(admitted: list[int], warm_up_s: int = 10) -> float:
+    """The admitted rate after the warm-up as a share of the limit, over the seconds in
+    which the job was sending (at least a quarter of the limit admitted): the seconds
+    left out are those in which only stragglers ran (records on a 20 s body, which
+    also hold a ``local[2]`` task slot before the next partitions start)."""
+    busy = [n for n in admitted[warm_up_s:] if n >= RATE_LIMIT / 4]
+    return round(sum(busy) / len(busy) / RATE_LIMIT, 3) if busy else 0.0
 
 
 def admitted_per_second(stats: dict[str, Any]) -> list[int]:
@@ -162,12 +172,16 @@ def throughput_after(stats: dict[str, Any], warm_up_s: float) -> float:
 def rate_limited_rows(rows: int) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
         results = [run_rate_limited(Path(tmp) / str(n), n, rows) for n in (1, 4)]
-    print("| partitions | records | dead letters | calls | 429 share | limit ratio after 10 s |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| partitions | records | dead letters | calls | 429 share "
+        "| limit ratio after 10 s | ... while sending |"
+    )
+    print("|---|---|---|---|---|---|---|")
     for r in results:
         print(
             f"| {r['partitions']} | {r['records']} | {r['dead_letters']} | {r['calls']} "
-            f"| {r['share_429']:.1%} | {r['limit_ratio_after_10s']:.2f} |"
+            f"| {r['share_429']:.1%} | {r['limit_ratio_after_10s']:.2f} "
+            f"| {r['limit_ratio_while_sending']:.2f} |"
         )
     return results
 
