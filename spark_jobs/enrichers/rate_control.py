@@ -109,6 +109,14 @@ class RateController:
         self._next = start + self._interval
         return start - now
 
+    def try_reserve(self) -> bool:
+        """Take a send slot only if one is free right now (a hedge never waits)."""
+        now = self._clock()
+        if self._next > now or self._paused_until > now:
+            return False
+        self._next = now + self._interval
+        return True
+
     async def wait_for_slot(self, wait: float) -> None:
         """Sleep ``wait`` seconds; if the rate was cut or sends paused meanwhile, the slot
         was taken at a rate the server refuses: take a new one (and so on)."""

@@ -93,11 +93,26 @@ class RequestSender:
         delay = hedge.current() if hedge is not None else None
         if delay is None:
             return self._send(method, url, body, allow_404=allow_404)
-        return race(
-            lambda: self._send(method, url, body, allow_404=allow_404),
+        return self._hedged(method, url, body, allow_404, delay)
+
+    async def _hedged(
+        self, method: str, url: str, body: str | None, allow_404: bool, delay: float
+    ) -> tuple[int, bytes]:
+        """The race starts once the first request has its rate slot: a wait for one is
+        the pacing's, not a slow answer, and must not send a hedge."""
+        await self._rate_slot()
+        return await race(
+            lambda: self._send(method, url, body, allow_404=allow_404, paced=True),
             lambda: self._send_hedge(method, url, body, allow_404=allow_404),
             delay,
         )
+
+    async def _rate_slot(self) -> None:
+        """Wait (``untimed``) for the rate controller's next send slot."""
+        wait = self.rate.reserve()
+        if wait > 0:
+            async with untimed():
+                await self.rate.wait_for_slot(wait)
 
     def redact(self, text: str) -> str:
         for secret in self._secrets:
@@ -107,15 +122,18 @@ class RequestSender:
     def _send_hedge(
         self, method: str, url: str, body: str | None, *, allow_404: bool
     ) -> Awaitable[tuple[int, bytes]] | None:
-        """The hedged request, if a concurrency slot is free right now (never waits) and
-        the request budget has room for it."""
+        """The hedged request, if a concurrency slot and a rate slot are free right now
+        (it never waits) and the request budget has room for it."""
         if self._budget is not None and self.requests_made >= self._budget:
             return None
         ticket = self.limiter.try_acquire()
         if ticket is None:
             return None
+        if not self.rate.try_reserve():
+            self.limiter.release(ticket)
+            return None
         self.hedges_sent += 1
-        return self._send(method, url, body, allow_404=allow_404, ticket=ticket)
+        return self._send(method, url, body, allow_404=allow_404, ticket=ticket, paced=True)
 
     async def _send(
         self,
@@ -125,6 +143,7 @@ class RequestSender:
         *,
         allow_404: bool,
         ticket: int | None = None,
+        paced: bool = False,
     ) -> tuple[int, bytes]:
         """Send once, within the concurrency and rate limits; (status, body) or an error.
 
@@ -145,10 +164,11 @@ class RequestSender:
         started = 0.0
         try:
             rate = self.rate
-            wait = rate.reserve()
-            if wait > 0:
-                async with untimed():
-                    await rate.wait_for_slot(wait)
+            if not paced:  # a hedged first request took its slot before the race
+                wait = rate.reserve()
+                if wait > 0:
+                    async with untimed():
+                        await rate.wait_for_slot(wait)
             if self._budget is not None and self.requests_made >= self._budget:
                 raise BudgetExhausted(f"request budget of {self._budget} spent")
             self.requests_made += 1
