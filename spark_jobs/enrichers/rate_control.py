@@ -7,13 +7,19 @@ moves the rate itself:
 
 * **slow start**: without a ``--requests-per-second`` it starts at ``START_RATE`` and
   doubles every half second until the first throttled answer, like TCP;
-* **multiplicative decrease**: a 429 (or a spent quota announced by rate-limit headers)
-  cuts the rate to ``BETA`` x the rate the server *accepted* over the last second (its
-  answers that were not throttled: with a hard limit, about this partition's share of
-  it; the rate sent overshoots by the calls still in flight), and pauses *every* new send for the
-  server's ``Retry-After``: the answer is about the client, not that one record. A 429
-  of a call sent before the last cut is old news and cuts nothing again, and cuts come
-  at most every ``CUT_INTERVAL_S`` (one exhausted window answers many calls);
+* **multiplicative decrease**: a *rate limit* cuts the rate to ``BETA`` x the rate the
+  server *accepted* over the last second (its answers that were not throttled: with a
+  hard limit, about this partition's share of it; the rate sent overshoots by the calls
+  still in flight), and pauses *every* new send for the server's ``Retry-After``: the
+  answer is about the client, not that one record. A rate limit is a 429 whose headers
+  say the quota is spent or state a ``RateLimit-Policy``, or a *sustained* share of
+  429s: at least ``throttle_share`` of the last ``throttle_window`` answers. An isolated
+  429 (an upstream's noise, one hot key) only delays its own record: cutting and pausing
+  on each one ratchets a busy partition down to a trickle (2 % of random 429s took 2 000
+  records from seconds to minutes), while a rate above a limit soon has a large share
+  refused (slow start's overshoot, a fixed window's tail). A 429 of a call sent before
+  the last cut is old news and counts for nothing, and cuts come at most every
+  ``CUT_INTERVAL_S`` (one exhausted window answers many calls);
 * **additive increase**, concave around the rate that was throttled (``ceiling_hint``,
   CUBIC's ``w_max``): back to ``APPROACH`` of it within a few seconds, then a slow probe
   above it, so that the 1 s pause a 429 costs comes seldom.
@@ -30,7 +36,10 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections import deque
 from collections.abc import Callable
+
+from spark_jobs import defaults
 
 from .rate_headers import MAX_RESET_S, QuotaHint
 
@@ -66,17 +75,23 @@ class RateController:
     path), ``await wait_for_slot(wait)`` if it is not 0, then ``sending()`` as the call
     goes out. Per answer: :meth:`accepted` for one the server worked on, :meth:`throttled`
     for a 429 or a 503 with ``Retry-After``, :meth:`observe_quota` for rate-limit headers.
+    ``window`` and ``share`` tell sustained throttling from isolated 429s (the config's
+    ``throttle_window`` and ``throttle_share``).
     """
 
     def __init__(
         self,
         ceiling: float | None = None,
         *,
+        window: int = defaults.THROTTLE_WINDOW,
+        share: float = defaults.THROTTLE_SHARE,
         start_rate: float = START_RATE,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if ceiling is not None and not ceiling > 0:
             raise ValueError(f"ceiling must be > 0 requests/s, got {ceiling!r}")
+        if window < 1 or not 0 < share <= 1:
+            raise ValueError(f"need window >= 1 and share in (0, 1], got {window!r}, {share!r}")
         self.ceiling = ceiling
         self.slow_start = ceiling is None
         self.rate = ceiling if ceiling is not None else start_rate
@@ -99,6 +114,10 @@ class RateController:
         self._tick_accepted = 0
         self._accepted_ticks = [0] * ACCEPTED_TICKS  # the last second's, a tick each
         self._accepted_index = 0
+        self._window = window
+        self._sustained_at = share * window  # 429s among the last `window` answers
+        self._recent: deque[bool] = deque()  # True: throttled; since the last cut
+        self._recent_throttled = 0
 
     def reserve(self) -> float:
         """Take the next send slot; returns how many seconds to wait before sending."""
@@ -135,6 +154,7 @@ class RateController:
     def accepted(self) -> None:
         """An answer the server worked on (not throttled)."""
         self._tick_accepted += 1
+        self._observe(False)
 
     async def acquire(self) -> None:
         """``reserve``, ``wait_for_slot`` and ``sending`` in one (for tests and tools)."""
@@ -143,16 +163,20 @@ class RateController:
             await self.wait_for_slot(wait)
         self.sending()
 
-    def throttled(self, retry_after: float | None, sent_at: float) -> None:
-        """A throttled answer to a call sent at ``sent_at`` (this controller's clock)."""
-        now = self._clock()
-        if retry_after is not None and math.isfinite(retry_after) and retry_after > 0:
-            pause = now + min(retry_after, MAX_RESET_S)
-            if pause > self._paused_until:
-                self._paused_until = pause
-                self.epoch += 1
-        if sent_at >= self._last_cut and now >= self._last_cut + CUT_INTERVAL_S:
-            self._cut(now)
+    def throttled(
+        self, retry_after: float | None, sent_at: float, *, limited: bool = False
+    ) -> None:
+        """A throttled answer to a call sent at ``sent_at`` (this controller's clock).
+
+        It cuts the rate and pauses every send only for a rate limit: ``limited`` (its
+        rate-limit headers say so) or a sustained share of 429s; an isolated one only
+        delays its own record, through the retry's ``Retry-After``. A 429 of a call sent
+        before the last cut is old news about a rate no longer sent and is not counted.
+        """
+        if sent_at >= self._last_cut:
+            self._observe(True)
+        if limited or self._recent_throttled >= self._sustained_at:
+            self._back_off(retry_after, sent_at)
 
     def observe_quota(self, hint: QuotaHint, sent_at: float) -> None:
         """Rate-limit headers: a policy's rate caps ours; a spent quota is a throttle
@@ -162,22 +186,44 @@ class RateController:
             self._policy_rate = max(policy, MIN_RATE)
             self._set_rate(self.rate)
         if hint.exhausted:
-            self.throttled(hint.reset_s, sent_at)
+            self._back_off(hint.reset_s, sent_at)
+
+    def _back_off(self, retry_after: float | None, sent_at: float) -> None:
+        """A rate limit: pause every send for ``retry_after``; cut unless just cut."""
+        now = self._clock()
+        if retry_after is not None and math.isfinite(retry_after) and retry_after > 0:
+            pause = now + min(retry_after, MAX_RESET_S)
+            if pause > self._paused_until:
+                self._paused_until = pause
+                self.epoch += 1
+        if sent_at >= self._last_cut and now >= self._last_cut + CUT_INTERVAL_S:
+            self._cut(now)
+
+    def _observe(self, throttled: bool) -> None:
+        """One more answer in the window of the last ``window`` (since the last cut)."""
+        recent = self._recent
+        if len(recent) >= self._window:
+            self._recent_throttled -= recent.popleft()
+        recent.append(throttled)
+        self._recent_throttled += throttled
 
     def _cut(self, now: float) -> None:
-        """The new rate from what the server accepted (it lags behind a fast climb, so
-        it is low on leaving slow start); the climb's target from what was tried, cut
-        (an overestimate, which the next 429 corrects with a steadier count)."""
+        """The new rate and the climb's target from what the server accepted (it lags
+        behind a fast climb, so it is low on leaving slow start; the probe regains the
+        rest). A target from the rate tried would sit above the limit, where a share of
+        429s too small to count as sustained would go on and on."""
         attempted = min(self.rate, self._sent_rate) if self._sent_rate > 0 else self.rate
         accepted = self._accepted_rate(now)
         base = min(self.rate, accepted) if accepted > 0 else attempted
-        self.ceiling_hint = max(base, BETA * attempted)
+        self.ceiling_hint = base
         self.slow_start = False
         self._last_cut = now
         self._probe_since = None
         self.decreases += 1
         self.epoch += 1
         self._next = now  # slots taken at the old rate are taken anew at the new one
+        self._recent.clear()  # the next cut needs fresh evidence, about the new rate
+        self._recent_throttled = 0
         self._set_rate(base * BETA)
 
     def _adjust(self, now: float) -> None:

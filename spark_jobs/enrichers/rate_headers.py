@@ -46,6 +46,12 @@ class QuotaHint:
         return self.remaining is not None and self.remaining < 1 and self.reset_s is not None
 
     @property
+    def limits(self) -> bool:
+        """A throttled answer carrying this is a rate limit, not an isolated refusal:
+        its quota is spent, or it states a policy."""
+        return self.exhausted or self.policy_rate is not None
+
+    @property
     def policy_rate(self) -> float | None:
         """The policy's requests per second, when both its quota and its window are known."""
         if self.limit is None or not self.window_s:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
+from spark_jobs import defaults
+
 
 class AdaptiveConcurrency:
     """A semaphore whose size halves under sustained throttling and grows back fast.
@@ -34,7 +36,12 @@ class AdaptiveConcurrency:
     doubles per round of requests, like TCP slow start, so it recovers within seconds.
     """
 
-    def __init__(self, maximum: int, window: int = 50, throttle_share: float = 0.2) -> None:
+    def __init__(
+        self,
+        maximum: int,
+        window: int = defaults.THROTTLE_WINDOW,
+        throttle_share: float = defaults.THROTTLE_SHARE,
+    ) -> None:
         if maximum < 1:
             raise ValueError(f"maximum must be >= 1, got {maximum!r}")
         if window < 1:

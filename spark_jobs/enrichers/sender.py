@@ -51,7 +51,9 @@ class RequestSender:
         self.session: aiohttp.ClientSession | None = None
         self._secrets: list[Secret] = []
         self._budget = request_budget
-        self.rate = RateController(config.rate_per_partition)
+        self.rate = RateController(
+            config.rate_per_partition, window=config.throttle_window, share=config.throttle_share
+        )
         self.limiter = AdaptiveConcurrency(
             config.capacity, config.throttle_window, config.throttle_share
         )
@@ -162,6 +164,7 @@ class RequestSender:
                     ticket = await limiter.acquire()
         success = throttled = False
         started = 0.0
+        hint = None
         try:
             rate = self.rate
             if not paced:  # a hedged first request took its slot before the race
@@ -189,7 +192,9 @@ class RequestSender:
             raise self._status_error(method, url, status, reply)
         except ThrottledError as error:
             throttled = error.status == 429
-            self.rate.throttled(error.retry_after, started)
+            self.rate.throttled(
+                error.retry_after, started, limited=hint is not None and hint.limits
+            )
             raise
         finally:
             limiter.release(ticket, success=success, throttled=throttled)

@@ -3,9 +3,11 @@ limit (alone and four partitions sharing it), the hard ceiling, and hostile sign
 
 import asyncio
 import math
+import random
 
 import pytest
 
+from spark_jobs import defaults
 from spark_jobs.enrichers.rate_control import MIN_RATE, START_RATE, RateController
 from spark_jobs.enrichers.rate_headers import MAX_RESET_S, QuotaHint
 
@@ -136,10 +138,10 @@ def test_a_429_of_a_call_sent_before_the_last_cut_cuts_nothing():
     controller = RateController(100, clock=clock)
     sent_at = clock.now
     clock.now += 0.5
-    controller.throttled(None, sent_at)
+    controller.throttled(None, sent_at, limited=True)
     assert controller.rate == pytest.approx(85)
     for _ in range(10):
-        controller.throttled(None, sent_at)
+        controller.throttled(None, sent_at, limited=True)
     assert controller.rate == pytest.approx(85)
     assert controller.decreases == 1
 
@@ -147,13 +149,13 @@ def test_a_429_of_a_call_sent_before_the_last_cut_cuts_nothing():
 def test_retry_after_pauses_every_send_and_hostile_values_are_capped():
     clock = FakeClock()
     controller = RateController(100, clock=clock)
-    controller.throttled(2.0, clock.now)
+    controller.throttled(2.0, clock.now, limited=True)
     assert controller.reserve() == pytest.approx(2.0)
     for hostile in (math.nan, math.inf, -3.0, 0.0):
-        controller.throttled(hostile, clock.now)
+        controller.throttled(hostile, clock.now, limited=True)
     clock.now += 2.5
     assert controller.reserve() < 0.05  # none of those paused anything
-    controller.throttled(1e12, clock.now)
+    controller.throttled(1e12, clock.now, limited=True)
     assert controller.reserve() <= MAX_RESET_S + 1
 
 
@@ -183,3 +185,50 @@ def test_an_idle_partition_does_not_grow_a_rate_it_does_not_use():
         controller.reserve()
         controller.sending()
     assert controller.rate <= START_RATE
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_isolated_429s_at_a_steady_rate_never_cut_the_rate_nor_pause_other_sends(seed):
+    """2 % of calls answered 429 (Retry-After: 1) at random, no rate limit: each only
+    delays its own record; the partition's rate and every other send go on untouched."""
+    chance = random.Random(seed)
+    clock = FakeClock()
+    controller = RateController(200, clock=clock)
+    throttled = 0
+    for _ in range(20_000):  # 100 s at 200/s
+        wait = controller.reserve()
+        assert wait <= 1 / 200 + 1e-9  # never a pause beyond the pacing
+        clock.now += wait
+        controller.sending()
+        if chance.random() < 0.02:
+            throttled += 1
+            controller.throttled(1.0, clock.now)
+        else:
+            controller.accepted()
+    assert throttled >= 300  # the 429s did come
+    assert controller.decreases == 0
+    assert controller.rate == 200
+
+
+def test_a_sustained_share_of_429s_cuts_and_pauses():
+    clock = FakeClock()
+    controller = RateController(100, clock=clock)
+    needed = math.ceil(defaults.THROTTLE_SHARE * defaults.THROTTLE_WINDOW)
+    for _ in range(defaults.THROTTLE_WINDOW - needed):
+        controller.accepted()
+    for _ in range(needed - 1):
+        controller.throttled(1.0, clock.now)
+    assert controller.decreases == 0 and controller.reserve() == 0
+    controller.throttled(1.0, clock.now)  # the share is reached
+    assert controller.decreases == 1
+    assert controller.reserve() == pytest.approx(1.0)  # every send paused
+
+
+def test_a_429_with_rate_limit_headers_is_a_rate_limit_at_once():
+    assert QuotaHint(remaining=0, reset_s=1).limits
+    assert QuotaHint(remaining=7, limit=100, window_s=60).limits  # a stated policy
+    assert not QuotaHint(remaining=7, reset_s=1).limits
+    clock = FakeClock()
+    controller = RateController(100, clock=clock)
+    controller.throttled(1.0, clock.now, limited=QuotaHint(remaining=0, reset_s=1).limits)
+    assert controller.decreases == 1
