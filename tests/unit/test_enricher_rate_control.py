@@ -214,10 +214,12 @@ def test_a_sustained_share_of_429s_cuts_and_pauses():
     clock = FakeClock()
     controller = RateController(100, clock=clock)
     needed = math.ceil(defaults.THROTTLE_SHARE * defaults.THROTTLE_WINDOW)
-    for _ in range(defaults.THROTTLE_WINDOW - needed):
+    for _ in range(defaults.THROTTLE_WINDOW - 2 * needed):
         controller.accepted()
-    for _ in range(needed - 1):
+    for _ in range(needed - 1):  # never two in a row
         controller.throttled(1.0, clock.now)
+        controller.accepted()
+    controller.accepted()
     assert controller.decreases == 0 and controller.reserve() == 0
     controller.throttled(1.0, clock.now)  # the share is reached
     assert controller.decreases == 1
