@@ -62,7 +62,7 @@ CUT_INTERVAL_S = 0.5
 PROBE_DOUBLING_S = 8.0
 """The probe's step doubles for every this many seconds without a 429: a share found too
 low (a cut on thin evidence, or a neighbour partition finished) is soon regained."""
-THROTTLED_RUN = 3
+THROTTLED_RUN = 4
 """So many 429s in a row (no answer accepted between) are sustained throttling too: a
 limit's spent window refuses every call at its end, random 429s of 2 % of calls come
 four in a row with a chance of 1.6e-7 per call. It saves each partition sharing a limit

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from spark_jobs import defaults
-from spark_jobs.enrichers.rate_control import MIN_RATE, START_RATE, RateController
+from spark_jobs.enrichers.rate_control import MIN_RATE, START_RATE, THROTTLED_RUN, RateController
 from spark_jobs.enrichers.rate_headers import MAX_RESET_S, QuotaHint
 
 
@@ -233,4 +233,16 @@ def test_a_429_with_rate_limit_headers_is_a_rate_limit_at_once():
     clock = FakeClock()
     controller = RateController(100, clock=clock)
     controller.throttled(1.0, clock.now, limited=QuotaHint(remaining=0, reset_s=1).limits)
+    assert controller.decreases == 1
+
+
+def test_a_run_of_429s_is_sustained_throttling_even_below_the_share():
+    clock = FakeClock()
+    controller = RateController(100, clock=clock)
+    for _ in range(200):
+        controller.accepted()
+    for _ in range(THROTTLED_RUN - 1):
+        controller.throttled(1.0, clock.now)
+    assert controller.decreases == 0
+    controller.throttled(1.0, clock.now)  # a limit's spent window refuses every call
     assert controller.decreases == 1
