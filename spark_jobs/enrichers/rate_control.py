@@ -20,8 +20,8 @@ moves the rate itself:
   refused (slow start's overshoot, a fixed window's tail). A 429 of a call sent before
   the last cut is old news and counts for nothing, and cuts come at most every
   ``CUT_INTERVAL_S`` (one exhausted window answers many calls);
-* **additive increase**, concave around the rate that was throttled (``ceiling_hint``,
-  CUBIC's ``w_max``): back to ``APPROACH`` of it within a few seconds, then a slow probe
+* **additive increase**, concave around the rate the server accepted at the last cut
+  (``ceiling_hint``, CUBIC's ``w_max``): back to ``APPROACH`` of it within a few seconds, then a slow probe
   above it, so that the 1 s pause a 429 costs comes seldom.
 
 Each partition runs its own controller: partitions sharing a limit all see its 429s in
@@ -100,7 +100,7 @@ class RateController:
         self.ceiling = ceiling
         self.slow_start = ceiling is None
         self.rate = ceiling if ceiling is not None else start_rate
-        self.ceiling_hint: float | None = None  # the rate last throttled (w_max)
+        self.ceiling_hint: float | None = None  # accepted at the last cut (w_max)
         self.decreases = 0
         self.epoch = 0  # changes with every cut or pause: waiting slots are taken anew
         self._policy_rate: float | None = None
