@@ -21,8 +21,8 @@ moves the rate itself:
   the last cut is old news and counts for nothing, and cuts come at most every
   ``CUT_INTERVAL_S`` (one exhausted window answers many calls);
 * **additive increase**, concave around the rate the server accepted at the last cut
-  (``ceiling_hint``, CUBIC's ``w_max``): back to ``APPROACH`` of it within a few seconds, then a slow probe
-  above it, so that the 1 s pause a 429 costs comes seldom.
+  (``ceiling_hint``, CUBIC's ``w_max``): back to ``APPROACH`` of it within a few
+  seconds, then a slow probe above it, so that the 1 s pause a 429 costs comes seldom.
 
 Each partition runs its own controller: partitions sharing a limit all see its 429s in
 the same window and cut together, so they settle on about equal shares without talking
