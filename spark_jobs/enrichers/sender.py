@@ -163,8 +163,7 @@ class RequestSender:
                 async with untimed():
                     ticket = await limiter.acquire()
         success = throttled = False
-        started = 0.0
-        hint = None
+        started, hint = 0.0, None
         try:
             rate = self.rate
             if not paced:  # a hedged first request took its slot before the race
