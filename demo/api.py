@@ -39,12 +39,12 @@ from demo.api_options import describe_knobs
 from demo.api_options import parser as options_parser
 from demo.customers import lookup
 from demo.faults import DemoConfig, FaultInjector, Outcome
+from demo.rate_limit import RateLimit, WindowCounter
 from demo.request_stats import Stats
 from demo.wire_faults import WIRE_FAULTS as _WIRE_FAULTS
+from demo.wire_faults import trickle
 
 logger = logging.getLogger("demo.api")
-
-_SLOW_BODY_CHUNKS = 10
 
 # A customer handler parses the request and answers it as a healthy server would; the
 # shared wrapper then applies auth, faults and stats. It returns the ids the request
@@ -61,19 +61,22 @@ class _State:
     token: str | None
     faults: FaultInjector
     stats: Stats
+    rate_limit: WindowCounter | None = None
 
 
 _STATE = web.AppKey("demo_state", _State)
 
 
-def build_app(config: DemoConfig) -> web.Application:
-    """The demo API as an aiohttp application.
+def build_app(config: DemoConfig, rate_limit: RateLimit | None = None) -> web.Application:
+    """The demo API as an aiohttp application, under a hard rate limit if given.
 
     Raises ValueError when ``config.token_env`` names an unset or empty variable: a
     server that silently accepted everything would hide a broken demo setup.
     """
     app = web.Application()
-    app[_STATE] = _State(config, _expected_token(config), FaultInjector(config), Stats())
+    counter = WindowCounter(rate_limit) if rate_limit is not None else None
+    state = _State(config, _expected_token(config), FaultInjector(config), Stats(), counter)
+    app[_STATE] = state
     app.router.add_get("/health", _health)
     app.router.add_get("/customers/{id}", _customer_endpoint(_get_customer))
     app.router.add_post("/customers/batch", _customer_endpoint(_post_batch))
@@ -122,7 +125,8 @@ async def _post_batch(request: web.Request) -> Answer:
 
 
 def _customer_endpoint(answer: AnswerFn) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-    """Wrap a customer handler with auth, then the request's fate, then stats."""
+    """Wrap a customer handler with auth, the rate limit, then the request's fate, then
+    stats. A request over the rate limit is answered at once, like auth's refusals."""
 
     async def handler(request: web.Request) -> web.StreamResponse:
         state = request.app[_STATE]
@@ -133,6 +137,10 @@ def _customer_endpoint(answer: AnswerFn) -> Callable[[web.Request], Awaitable[we
                 status=401,
                 headers={"WWW-Authenticate": "Bearer"},
             )
+        allowed, quota = state.rate_limit.admit() if state.rate_limit else (True, {})
+        if not allowed:
+            state.stats.record(429, ())
+            return web.json_response({"error": "rate limit"}, status=429, headers=quota)
         ids, response = await answer(request)
         config = state.faults.config  # the knobs may change while this request sleeps
         fate = state.faults.decide(" ".join([request.method, request.path, *ids]))
@@ -157,9 +165,10 @@ def _customer_endpoint(answer: AnswerFn) -> Callable[[web.Request], Awaitable[we
             body = response.body
             assert isinstance(body, bytes)
             response = web.Response(body=body[: len(body) // 2], content_type="application/json")
+        response.headers.update(quota)
         state.stats.record(response.status, ids)
         if fate.outcome is Outcome.SLOW_BODY:
-            return await _trickle(request, response, config.slow_body_s)
+            return await trickle(request, response, config.slow_body_s)
         return response
 
     return handler
@@ -171,29 +180,6 @@ def _authorized(request: web.Request, token: str | None) -> bool:
     scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
     # compare_digest: the time taken must not reveal how much of the token matched.
     return scheme.lower() == "bearer" and hmac.compare_digest(credentials.encode(), token.encode())
-
-
-async def _trickle(
-    request: web.Request, response: web.Response, duration_s: float
-) -> web.StreamResponse:
-    """Send the headers now and the body over ``duration_s``, like an overloaded upstream.
-
-    This is what exercises a client's total/read timeouts as opposed to connect timeouts.
-    """
-    body = response.body
-    assert isinstance(body, bytes)  # json_response always holds encoded bytes
-    stream = web.StreamResponse(status=response.status, headers=response.headers)
-    stream.content_length = len(body)
-    await stream.prepare(request)
-    size = -(-len(body) // _SLOW_BODY_CHUNKS)  # ceiling division
-    chunks = [body[i : i + size] for i in range(0, len(body), size)]
-    try:
-        for chunk in chunks:
-            await asyncio.sleep(duration_s / len(chunks))
-            await stream.write(chunk)
-    except ConnectionResetError:
-        pass  # the client gave up (typically its own timeout); nothing left to do
-    return stream
 
 
 async def _get_stats(request: web.Request) -> web.Response:
@@ -237,13 +223,16 @@ def _set_faults(state: _State, config: DemoConfig) -> web.Response:
 
 @asynccontextmanager
 async def run_demo_api(
-    config: DemoConfig, host: str = "127.0.0.1", port: int = 0
+    config: DemoConfig,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    rate_limit: RateLimit | None = None,
 ) -> AsyncIterator[str]:
     """Serve the demo API in the running event loop; yields the base URL.
 
     ``port=0`` lets the OS pick a free port, so parallel tests never collide.
     """
-    async with _serving(build_app(config), host, port) as base_url:
+    async with _serving(build_app(config, rate_limit), host, port) as base_url:
         yield base_url
 
 
@@ -277,8 +266,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = options_parser()
     args = vars(parser.parse_args(argv))
     host, port = args.pop("host"), args.pop("port")
+    rate, headers = args.pop("rate_limit"), args.pop("rate_limit_headers")
     try:
-        app = build_app(DemoConfig(**args))
+        app = build_app(DemoConfig(**args), RateLimit(rate, headers) if rate else None)
     except ValueError as exc:
         parser.error(str(exc))
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s", stream=sys.stderr)

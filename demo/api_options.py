@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 
 from demo.faults import LATENCY_DISTRIBUTIONS, DemoConfig
+from demo.rate_limit import RATE_LIMIT_HEADERS
 
 
 def parser() -> argparse.ArgumentParser:
@@ -18,6 +19,20 @@ def parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--host", default="127.0.0.1", help="default: %(default)s")
     parser.add_argument("--port", type=int, default=8080, help="default: %(default)s")
+    limit = parser.add_argument_group("rate limit", "fixed for the life of the process")
+    limit.add_argument(
+        "--rate-limit",
+        type=float,
+        metavar="R",
+        help="at most R requests per second over the whole server, 429 with Retry-After: 1 "
+        "beyond (default: no limit)",
+    )
+    limit.add_argument(
+        "--rate-limit-headers",
+        choices=RATE_LIMIT_HEADERS,
+        default="none",
+        help="announce the quota left on every answer (default: %(default)s)",
+    )
     # SUPPRESS: an absent flag leaves the field out, so DemoConfig's defaults apply.
     knobs = parser.add_argument_group("knobs", "also changeable at runtime via POST /faults")
     knob = dict(default=argparse.SUPPRESS)
@@ -29,6 +44,9 @@ def parser() -> argparse.ArgumentParser:
         **knob,
     )
     knobs.add_argument("--error-rate", type=float, help="fraction answered 500", **knob)
+    knobs.add_argument(
+        "--unavailable-rate", type=float, help="fraction answered 503 (no Retry-After)", **knob
+    )
     knobs.add_argument("--rate-429", type=float, help="fraction answered 429", **knob)
     knobs.add_argument("--retry-after-s", type=int, help="Retry-After on 429s (1)", **knob)
     knobs.add_argument(

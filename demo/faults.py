@@ -35,6 +35,7 @@ RUNTIME_KNOBS = frozenset(
         "latency_ms",
         "latency_dist",
         "error_rate",
+        "unavailable_rate",
         "rate_429",
         "retry_after_s",
         "outage_after_requests",
@@ -64,6 +65,7 @@ _TRANSIENT_OUTCOMES = (
     ("drop_rate", "DROP"),
     ("rate_429", "THROTTLE"),
     ("error_rate", "ERROR"),
+    ("unavailable_rate", "OUTAGE"),
     ("slow_body_rate", "SLOW_BODY"),
     ("stall_rate", "STALL"),
     ("bad_chunk_rate", "BAD_CHUNK"),
@@ -98,6 +100,8 @@ class DemoConfig:
     """Added delay per request: the exact value, the mean (uniform) or median (lognormal)."""
     latency_dist: str = "fixed"
     error_rate: float = 0.0
+    unavailable_rate: float = 0.0
+    """Fraction answered 503 without Retry-After: a brief overload, not an outage window."""
     rate_429: float = 0.0
     retry_after_s: int = 1
     """Value of the Retry-After header on 429s (RFC 9110 allows whole seconds only)."""

@@ -11,6 +11,8 @@ proxy really does, and each needs a different defence in the client:
 * ``bad_chunk``: chunked headers, then bytes that are not a chunk; left open;
 * ``truncated``: half the body its ``Content-Length`` announces, then closed.
 
+And one valid answer sent too slowly: ``trickle`` (``slow_body_rate``).
+
 The open-connection faults hold the connection until the client gives up, up to
 ``HOLD_OPEN_S``, as a stuck upstream would.
 """
@@ -29,6 +31,8 @@ from demo.faults import Outcome
 #: Longest time a stalled answer keeps its connection open waiting for the client to leave.
 HOLD_OPEN_S = 120.0
 _POLL_S = 0.05
+#: Pieces a slow body (``slow_body_rate``) is sent in.
+SLOW_BODY_CHUNKS = 10
 
 WireFault = Callable[[web.Request, web.Response], Awaitable[web.StreamResponse]]
 
@@ -104,3 +108,26 @@ WIRE_FAULTS: dict[Outcome, WireFault] = {
     Outcome.BAD_CHUNK: bad_chunk,
     Outcome.TRUNCATED: truncated,
 }
+
+
+async def trickle(
+    request: web.Request, response: web.Response, duration_s: float
+) -> web.StreamResponse:
+    """Send the headers now and the body over ``duration_s``, like an overloaded upstream.
+
+    This is what exercises a client's total/read timeouts as opposed to connect timeouts.
+    """
+    body = response.body
+    assert isinstance(body, bytes)  # json_response always holds encoded bytes
+    stream = web.StreamResponse(status=response.status, headers=response.headers)
+    stream.content_length = len(body)
+    await stream.prepare(request)
+    size = -(-len(body) // SLOW_BODY_CHUNKS)  # ceiling division
+    chunks = [body[i : i + size] for i in range(0, len(body), size)]
+    try:
+        for chunk in chunks:
+            await asyncio.sleep(duration_s / len(chunks))
+            await stream.write(chunk)
+    except ConnectionResetError:
+        pass  # the client gave up (typically its own timeout); nothing left to do
+    return stream

@@ -31,6 +31,12 @@ PARTITIONS = 8
 """Fixed: a resumed partition must see the same rows in the same order."""
 CAPACITY = 100
 """Requests in flight per partition (also the connection pool's per-host limit)."""
+THROTTLE_WINDOW = 100
+"""How many recent answers of a partition decide whether its throttling is sustained."""
+THROTTLE_SHARE = 0.1
+"""Share of 429s among those answers that means a rate limit (cut the rate, pause every
+send, halve the concurrency). 10 of 100: random 429s of 2 % of calls reach it with a
+probability of 3e-5 per window (binomial), a rate above a limit at once."""
 SNAPSHOT_INTERVAL_S = 10.0
 CACHE_TTL = "1d"
 MAX_RESPONSE_BYTES = 10 * 2**20

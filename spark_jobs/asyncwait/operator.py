@@ -260,22 +260,25 @@ class AsyncWaitOperator:
         return await self._timeout_outcome(entry)
 
     async def _call_with_retries(self, entry: RecordEntry) -> Result | Failure:
-        record = entry.record
+        record, retry = entry.record, self.retry
+        throttled_in_row = 0  # lengthens a throttled record's backoff; spends no attempt
         while True:
             try:
                 value = await self.fn(record)
             except Exception as error:
                 self._end_call(entry)
-                entry.attempts += 1
-                delay = self.retry.delay_after_exception(entry.attempts, error)
+                spent = retry.spends_attempt(error)
+                entry.attempts += spent
+                throttled_in_row = 0 if spent else throttled_in_row + 1
+                delay = retry.delay_after_exception(throttled_in_row or entry.attempts, error)
                 if delay is None:
-                    retrying = self.retry.max_attempts > 1  # no_retry: nothing is transient
-                    transient = retrying and self.retry.retry_on_exception(error)
+                    retrying = retry.max_attempts > 1  # no_retry: nothing is transient
+                    transient = retrying and retry.retry_on_exception(error)
                     return Failure(record, describe_error(error), entry.attempts, transient)
             else:
                 self._end_call(entry)
                 entry.attempts += 1
-                delay = self.retry.delay_after_result(entry.attempts, value)
+                delay = retry.delay_after_result(entry.attempts, value)
                 if delay is None:
                     return Result(record, value, entry.attempts)
             self.metrics.retried += 1

@@ -21,9 +21,9 @@ class RecordEntry:
     """A record and, once its call is over, its outcome.
 
     ``attempts`` counts calls that have finished (failed or returned) or were cut by the
-    timeout; a call started or about to start (``calling``, which the operator's
-    ``call_capacity`` counts) is not, so a restored entry always has at least one call left
-    in its budget.
+    timeout, except throttled ones (``RetryStrategy.is_throttled``), which spend none. A
+    call started or about to start (``calling``, which the operator's ``call_capacity``
+    counts) is not, so a restored entry always has at least one call left in its budget.
     """
 
     record: Any

@@ -4,6 +4,11 @@ Mirrors Flink's ``AsyncRetryStrategies`` (no retry, fixed delay, exponential bac
 predicates on the exception and on the result. ``max_attempts`` counts every call, the
 first included. An exception may carry ``retry_after`` (seconds, e.g. from an HTTP
 ``Retry-After`` header): the strategy then waits at least that long, whatever its backoff.
+
+Beyond Flink, ``is_throttled(error)`` marks a call the server refused to *work on* (HTTP
+429): it is retried after its wait without spending an attempt, since the record did
+nothing wrong and the client's rate control is what has to change. Only the operator's
+``timeout`` bounds such a record; without one, it retries until the server takes it.
 """
 
 from __future__ import annotations
@@ -22,6 +27,10 @@ def _accept_every_result(_value: Any) -> bool:
     return False
 
 
+def _never_throttled(_error: BaseException) -> bool:
+    return False
+
+
 @dataclass(frozen=True)
 class RetryStrategy:
     """How many calls a record may take and how long to wait between them.
@@ -30,7 +39,8 @@ class RetryStrategy:
     ``retry_on_exception(error)`` says whether an exception is worth another call;
     ``retry_on_result(value)`` says whether a successful value should be fetched again
     (e.g. an empty result). A result that still matches when the budget is spent is
-    emitted as it is: it is a valid answer, not an error.
+    emitted as it is: it is a valid answer, not an error. ``is_throttled(error)`` says
+    whether a retryable exception is a refusal to serve that costs no attempt.
     """
 
     max_attempts: int = 1
@@ -40,6 +50,7 @@ class RetryStrategy:
     jitter: float = 0.0
     retry_on_exception: Callable[[BaseException], bool] = _retry_every_exception
     retry_on_result: Callable[[Any], bool] = _accept_every_result
+    is_throttled: Callable[[BaseException], bool] = _never_throttled
     _random: random.Random = field(default_factory=random.Random, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -87,6 +98,7 @@ class RetryStrategy:
         jitter: float = 0.5,
         retry_on_exception: Callable[[BaseException], bool] = _retry_every_exception,
         retry_on_result: Callable[[Any], bool] = _accept_every_result,
+        is_throttled: Callable[[BaseException], bool] = _never_throttled,
         seed: int | None = None,
     ) -> RetryStrategy:
         """Delays ``initial * multiplier**n`` capped at ``max_delay``, each shortened by a
@@ -100,6 +112,7 @@ class RetryStrategy:
             jitter=jitter,
             retry_on_exception=retry_on_exception,
             retry_on_result=retry_on_result,
+            is_throttled=is_throttled,
             _random=random.Random(seed),
         )
 
@@ -110,9 +123,19 @@ class RetryStrategy:
             delay *= 1.0 - self.jitter * self._random.random()
         return delay
 
+    def spends_attempt(self, error: BaseException) -> bool:
+        """Whether a call that raised ``error`` counts against ``max_attempts``."""
+        return not (self.retry_on_exception(error) and self.is_throttled(error))
+
     def delay_after_exception(self, attempts_done: int, error: BaseException) -> float | None:
-        """Seconds to wait before the next call, or ``None`` when the record has failed."""
-        if attempts_done >= self.max_attempts or not self.retry_on_exception(error):
+        """Seconds to wait before the next call, or ``None`` when the record has failed.
+
+        For a throttled call (see :meth:`spends_attempt`) ``attempts_done`` is the run of
+        throttled calls in a row instead, which only lengthens the backoff.
+        """
+        if not self.retry_on_exception(error):
+            return None
+        if attempts_done >= self.max_attempts and not self.is_throttled(error):
             return None
         retry_after = getattr(error, "retry_after", None)
         delay = self.backoff(attempts_done)

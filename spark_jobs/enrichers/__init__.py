@@ -27,6 +27,7 @@ from .errors import (
     TransportError,
     default_retry_strategy,
     is_retryable,
+    is_throttled,
     parse_retry_after,
 )
 from .http import HttpEnricher
@@ -55,6 +56,7 @@ __all__ = [
     "UserFunctionError",
     "default_retry_strategy",
     "is_retryable",
+    "is_throttled",
     "load_user_function",
     "open_user_function",
     "parse_retry_after",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import aiohttp
@@ -55,6 +56,8 @@ class Reply:
     status: int
     payload: bytes
     retry_after: str | None
+    headers: Mapping[str, str]
+    """All response headers (case-insensitive), for the rate-limit fields."""
 
 
 class AttemptTimeout(Exception):
@@ -95,7 +98,8 @@ async def send(
                 phase, phase_s = "stall", limits.stall
                 decoder = _decoder(response.headers.get("Content-Encoding"))
                 payload = await _read_capped(response.content, decoder, limits, timer, end)
-                return Reply(response.status, payload, response.headers.get("Retry-After"))
+                headers = response.headers
+                return Reply(response.status, payload, headers.get("Retry-After"), headers)
     except TimeoutError:
         if not timer.expired():
             raise

@@ -80,11 +80,13 @@ class HttpEnricherConfig:
     """How many partitions share ``requests_per_second`` (each gets an equal slice)."""
     capacity: int = defaults.CAPACITY
     """Most requests in flight per partition; also the connection pool's per-host limit."""
-    throttle_window: int = 50
+    throttle_window: int = defaults.THROTTLE_WINDOW
     """How many recent answers decide whether throttling is sustained."""
-    throttle_share: float = 0.2
-    """Share of 429s in the window that halves the concurrency; isolated 429s only delay
-    their own record (``Retry-After``). Successes win the slots back."""
+    throttle_share: float = defaults.THROTTLE_SHARE
+    """Share of 429s in the window that means a rate limit: it cuts the rate, pauses every
+    send for the ``Retry-After`` and halves the concurrency. Isolated 429s only delay
+    their own record (``Retry-After``), unless rate-limit headers say the quota is spent
+    or state a ``RateLimit-Policy``. Successes win the slots back."""
     cache_size: int = 10_000
     """Final answers kept per partition, by request; 0 disables the cache."""
     coalesce: bool = True

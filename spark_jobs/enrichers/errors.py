@@ -43,7 +43,14 @@ class RetryableError(EnrichmentError):
 
 
 class ThrottledError(RetryableError):
-    """HTTP 429 or 503: the server asks the client to slow down or come back later."""
+    """HTTP 429, or 503 with ``Retry-After``: the server asks the client to slow down or
+    come back later. It refused to work on the record, so the retry spends no attempt
+    (:func:`is_throttled`); the record's timeout alone bounds it.
+
+    A 503 without ``Retry-After`` is a :class:`ServerError` instead: nothing tells an
+    overloaded server from a broken one, and a free retry would let a dead upstream hold
+    every record until its timeout rather than its attempts.
+    """
 
 
 class ServerError(RetryableError):
@@ -103,15 +110,25 @@ def is_retryable(error: BaseException) -> bool:
     return isinstance(error, aiohttp.ClientConnectionError | TimeoutError | ConnectionError)
 
 
+def is_throttled(error: BaseException) -> bool:
+    """The ``is_throttled`` predicate: a throttled call spends none of the attempts."""
+    return isinstance(error, ThrottledError)
+
+
 def default_retry_strategy(
     max_attempts: int = 5, initial_delay: float = 0.2, max_delay: float = 10.0
 ) -> RetryStrategy:
     """Exponential backoff with jitter, retrying only what :func:`is_retryable` accepts.
 
-    A ``Retry-After`` from the server lengthens a wait, never shortens it.
+    A ``Retry-After`` from the server lengthens a wait, never shortens it; a throttled
+    call is retried without spending an attempt.
     """
     return RetryStrategy.exponential_backoff(
-        max_attempts, initial_delay, max_delay, retry_on_exception=is_retryable
+        max_attempts,
+        initial_delay,
+        max_delay,
+        retry_on_exception=is_retryable,
+        is_throttled=is_throttled,
     )
 
 

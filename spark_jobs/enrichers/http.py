@@ -279,6 +279,7 @@ class HttpEnricher:
             "current_concurrency_limit": sender.limiter.limit,
             "in_flight": sender.limiter.in_flight,
             "concurrency_decreases": sender.limiter.decreases,
+            "rate_decreases": sender.rate.decreases,
             "batches_sent": self.batches_sent,
             "hedges_sent": sender.hedges_sent,
             "response_cache_hits": self.stored_hits,

@@ -1,60 +1,22 @@
-"""Client-side politeness: a request-rate budget and a concurrency limit that backs off.
+"""Client-side politeness: a concurrency limit that backs off under throttling.
 
-Two different limits, because upstreams complain about two different things:
+Upstreams complain about two different things, so there are two limits: the request
+*rate* (``rate_control.RateController``: AIMD on requests per second, under a given
+``--requests-per-second`` as a hard ceiling) and the requests *in flight*, here:
+:class:`AdaptiveConcurrency` caps them like TCP congestion control: a sustained share of
+429s among recent answers halves the limit, and successes win it back quickly once the
+throttling stops.
 
-* :class:`TokenBucket` caps requests per second. The job's budget is split evenly across
-  partitions, so the whole job stays within what the API owner granted, and every HTTP
-  request takes a token (retries too: the server counts them).
-* :class:`AdaptiveConcurrency` caps requests in flight like TCP congestion control: a
-  sustained share of 429s among recent answers halves the limit, and successes win it
-  back quickly once the throttling stops.
-
-Both take the fast path (no await, no allocation) while under their limit, because
-they sit on the hot path of every request.
+It takes the fast path (no await, no allocation) while under its limit, because it sits
+on the hot path of every request.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import deque
-from collections.abc import Callable
 
-
-class TokenBucket:
-    """At most ``rate`` acquisitions per second, ``burst`` of them back to back.
-
-    Implemented as GCRA (virtual scheduling): each acquisition reserves the next slot on
-    a timeline and sleeps until it, so waiters are served in arrival order without a
-    lock or a wake-up task. ``burst`` defaults to one token: many partitions bursting at
-    the same moment would add up to a spike far above the job's budget.
-    """
-
-    def __init__(
-        self, rate: float, burst: float = 1.0, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        if rate <= 0:
-            raise ValueError(f"rate must be > 0, got {rate!r}")
-        if burst < 1:
-            raise ValueError(f"burst must be >= 1, got {burst!r}")
-        self.rate = rate
-        self._interval = 1.0 / rate
-        self._tolerance = (burst - 1.0) * self._interval
-        self._clock = clock
-        self._next = clock()  # the theoretical arrival time of the next token
-
-    def reserve(self) -> float:
-        """Take the next token; returns how many seconds to wait before using it."""
-        now = self._clock()
-        start = self._next if self._next > now else now
-        self._next = start + self._interval
-        wait = start - self._tolerance - now
-        return wait if wait > 0 else 0.0
-
-    async def acquire(self) -> None:
-        wait = self.reserve()
-        if wait:
-            await asyncio.sleep(wait)
+from spark_jobs import defaults
 
 
 class AdaptiveConcurrency:
@@ -74,7 +36,12 @@ class AdaptiveConcurrency:
     doubles per round of requests, like TCP slow start, so it recovers within seconds.
     """
 
-    def __init__(self, maximum: int, window: int = 50, throttle_share: float = 0.2) -> None:
+    def __init__(
+        self,
+        maximum: int,
+        window: int = defaults.THROTTLE_WINDOW,
+        throttle_share: float = defaults.THROTTLE_SHARE,
+    ) -> None:
         if maximum < 1:
             raise ValueError(f"maximum must be >= 1, got {maximum!r}")
         if window < 1:

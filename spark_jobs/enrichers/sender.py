@@ -33,7 +33,9 @@ from .errors import (
     snippet,
 )
 from .hedging import HedgeDelay, race
-from .rate_limit import AdaptiveConcurrency, TokenBucket
+from .rate_control import RateController
+from .rate_headers import quota_hint
+from .rate_limit import AdaptiveConcurrency
 from .secrets import Secret
 from .session import open_session
 
@@ -49,8 +51,9 @@ class RequestSender:
         self.session: aiohttp.ClientSession | None = None
         self._secrets: list[Secret] = []
         self._budget = request_budget
-        rate = config.rate_per_partition
-        self._bucket = TokenBucket(rate) if rate is not None else None
+        self.rate = RateController(
+            config.rate_per_partition, window=config.throttle_window, share=config.throttle_share
+        )
         self.limiter = AdaptiveConcurrency(
             config.capacity, config.throttle_window, config.throttle_share
         )
@@ -92,11 +95,26 @@ class RequestSender:
         delay = hedge.current() if hedge is not None else None
         if delay is None:
             return self._send(method, url, body, allow_404=allow_404)
-        return race(
-            lambda: self._send(method, url, body, allow_404=allow_404),
+        return self._hedged(method, url, body, allow_404, delay)
+
+    async def _hedged(
+        self, method: str, url: str, body: str | None, allow_404: bool, delay: float
+    ) -> tuple[int, bytes]:
+        """The race starts once the first request has its rate slot: a wait for one is
+        the pacing's, not a slow answer, and must not send a hedge."""
+        await self._rate_slot()
+        return await race(
+            lambda: self._send(method, url, body, allow_404=allow_404, paced=True),
             lambda: self._send_hedge(method, url, body, allow_404=allow_404),
             delay,
         )
+
+    async def _rate_slot(self) -> None:
+        """Wait (``untimed``) for the rate controller's next send slot."""
+        wait = self.rate.reserve()
+        if wait > 0:
+            async with untimed():
+                await self.rate.wait_for_slot(wait)
 
     def redact(self, text: str) -> str:
         for secret in self._secrets:
@@ -106,15 +124,18 @@ class RequestSender:
     def _send_hedge(
         self, method: str, url: str, body: str | None, *, allow_404: bool
     ) -> Awaitable[tuple[int, bytes]] | None:
-        """The hedged request, if a concurrency slot is free right now (never waits) and
-        the request budget has room for it."""
+        """The hedged request, if a concurrency slot and a rate slot are free right now
+        (it never waits) and the request budget has room for it."""
         if self._budget is not None and self.requests_made >= self._budget:
             return None
         ticket = self.limiter.try_acquire()
         if ticket is None:
             return None
+        if not self.rate.try_reserve():
+            self.limiter.release(ticket)
+            return None
         self.hedges_sent += 1
-        return self._send(method, url, body, allow_404=allow_404, ticket=ticket)
+        return self._send(method, url, body, allow_404=allow_404, ticket=ticket, paced=True)
 
     async def _send(
         self,
@@ -124,11 +145,13 @@ class RequestSender:
         *,
         allow_404: bool,
         ticket: int | None = None,
+        paced: bool = False,
     ) -> tuple[int, bytes]:
         """Send once, within the concurrency and rate limits; (status, body) or an error.
 
         Waiting for a slot or a rate token is ``untimed``: other records' stalled or
         throttled requests hold those, so the wait must not eat this record's timeout.
+        Each answer's throttling and rate-limit headers steer the rate controller.
         """
         session = self.session
         if session is None:
@@ -140,25 +163,37 @@ class RequestSender:
                 async with untimed():
                     ticket = await limiter.acquire()
         success = throttled = False
+        started, hint = 0.0, None
         try:
-            if self._bucket is not None:
-                async with untimed():
-                    await self._bucket.acquire()
+            rate = self.rate
+            if not paced:  # a hedged first request took its slot before the race
+                wait = rate.reserve()
+                if wait > 0:
+                    async with untimed():
+                        await rate.wait_for_slot(wait)
             if self._budget is not None and self.requests_made >= self._budget:
                 raise BudgetExhausted(f"request budget of {self._budget} spent")
             self.requests_made += 1
+            rate.sending()
             started = time.monotonic()
             reply = await self._attempt(session, method, url, body)
             status = reply.status
+            hint = quota_hint(reply.headers)
+            if hint is not None:
+                self.rate.observe_quota(hint, started)
             self.responses_by_status[status] += 1
             if 200 <= status < 300 or (status == 404 and allow_404):
                 success = True
+                rate.accepted()
                 if self._hedge is not None:
                     self._hedge.observe(time.monotonic() - started)
                 return status, reply.payload
             raise self._status_error(method, url, status, reply)
         except ThrottledError as error:
             throttled = error.status == 429
+            self.rate.throttled(
+                error.retry_after, started, limited=hint is not None and hint.limits
+            )
             raise
         finally:
             limiter.release(ticket, success=success, throttled=throttled)
@@ -178,10 +213,10 @@ class RequestSender:
 
     def _status_error(self, method: str, url: str, status: int, reply: Reply) -> EnrichmentError:
         message = self.redact(f"HTTP {status} from {method} {url}: {snippet(reply.payload)!r}")
-        if status == 429 or status == 503:
+        retry_after = parse_retry_after(reply.retry_after)
+        if status == 429 or (status == 503 and retry_after is not None):
             if status == 429:
                 self.throttled += 1
-            retry_after = parse_retry_after(reply.retry_after)
             return self._retryable(ThrottledError(message, status=status, retry_after=retry_after))
         if status >= 500 or status in RETRYABLE_4XX:
             return self._retryable(ServerError(message, status=status))

@@ -1,8 +1,9 @@
 """Property: whatever sequence of faults a real server throws at a record, the client
-makes at most ``max_attempts`` calls for it, retries exactly the transient faults, and
-ends with the right outcome. Hypothesis picks the fault sequences; the server is a real
-aiohttp server on loopback answering each key's n-th call with its n-th scripted fault
-(the same wire faults the demo API sends). ``HTTP_PROPERTY_EXAMPLES`` sets the run size."""
+spends at most ``max_attempts`` attempts on it (a throttled call spends none), retries
+exactly the transient faults, and ends with the right outcome. Hypothesis picks the
+fault sequences; the server is a real aiohttp server on loopback answering each key's
+n-th call with its n-th scripted fault (the same wire faults the demo API sends).
+``HTTP_PROPERTY_EXAMPLES`` sets the run size."""
 
 from __future__ import annotations
 
@@ -23,19 +24,27 @@ from .http_support import serve
 TRANSIENT_STATUSES = {"500": 500, "503": 503, "429": 429, "408": 408}
 WIRE = {outcome.value: outcome for outcome in WIRE_FAULTS}
 PERMANENT = {"400", "cut_json"}
+THROTTLED = {"429", "503"}  # both sent with Retry-After
 FAULTS = sorted([*TRANSIENT_STATUSES, *WIRE, *PERMANENT])
 EXAMPLES = int(os.environ.get("HTTP_PROPERTY_EXAMPLES", "60"))
 
 
-def expected(script: list[str], max_attempts: int) -> tuple[str, int]:
-    """(outcome kind, calls made) for one key's script; calls past it succeed."""
-    for attempt in range(max_attempts):
-        action = script[attempt] if attempt < len(script) else "ok"
+def expected(script: list[str], max_attempts: int) -> tuple[str, int, int]:
+    """(outcome kind, calls made, attempts spent) for one key's script; calls past it
+    succeed. A throttled answer (429, or 503 with Retry-After) spends no attempt."""
+    calls = spent = 0
+    while True:
+        action = script[calls] if calls < len(script) else "ok"
+        calls += 1
+        if action in THROTTLED:
+            continue
+        spent += 1
         if action == "ok":
-            return "result", attempt + 1
+            return "result", calls, spent
         if action in PERMANENT:
-            return "permanent", attempt + 1
-    return "transient", max_attempts
+            return "permanent", calls, spent
+        if spent >= max_attempts:
+            return "transient", calls, spent
 
 
 async def scripted_run(scripts: dict[str, list[str]], max_attempts: int) -> tuple[list, Counter]:
@@ -91,8 +100,8 @@ def test_attempts_never_exceed_max_attempts_and_outcomes_follow_the_faults(scrip
     assert sorted(o.record["id"] for o in outputs) == sorted(scripts)
     for output in outputs:
         key = output.record["id"]
-        kind, attempts = expected(scripts[key], max_attempts)
-        assert calls[key] == attempts <= max_attempts, (key, scripts[key])
+        kind, made, attempts = expected(scripts[key], max_attempts)
+        assert calls[key] == made and attempts <= max_attempts, (key, scripts[key])
         assert output.attempts == attempts
         if kind == "result":
             assert output == Result({"id": key}, {"name": key}, attempts)

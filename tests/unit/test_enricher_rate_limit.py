@@ -1,48 +1,8 @@
-"""Token bucket (on a fake clock) and the AIMD concurrency limit."""
+"""The AIMD concurrency limit."""
 
 import asyncio
 
-import pytest
-
-from spark_jobs.enrichers.rate_limit import AdaptiveConcurrency, TokenBucket
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def test_bucket_spaces_acquisitions_at_the_rate():
-    clock = FakeClock()
-    bucket = TokenBucket(rate=10, clock=clock)
-    waits = [bucket.reserve() for _ in range(5)]
-    assert waits == pytest.approx([0.0, 0.1, 0.2, 0.3, 0.4])
-
-
-def test_bucket_does_not_save_up_idle_time_beyond_the_burst():
-    clock = FakeClock()
-    bucket = TokenBucket(rate=10, burst=3, clock=clock)
-    clock.now += 60  # a long idle period earns no more than ``burst`` tokens
-    waits = [bucket.reserve() for _ in range(5)]
-    assert waits == pytest.approx([0.0, 0.0, 0.0, 0.1, 0.2])
-
-
-def test_bucket_rejects_bad_settings():
-    with pytest.raises(ValueError, match="rate"):
-        TokenBucket(0)
-    with pytest.raises(ValueError, match="burst"):
-        TokenBucket(1, burst=0.5)
-
-
-async def test_bucket_acquire_sleeps_for_its_slot():
-    bucket = TokenBucket(rate=50)
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    await asyncio.gather(*(bucket.acquire() for _ in range(11)))
-    assert loop.time() - started == pytest.approx(0.2, abs=0.05)
+from spark_jobs.enrichers.rate_limit import AdaptiveConcurrency
 
 
 def test_isolated_429s_never_cut_the_limit():
