@@ -83,10 +83,9 @@ class HttpEnricherConfig:
     throttle_window: int = defaults.THROTTLE_WINDOW
     """How many recent answers decide whether throttling is sustained."""
     throttle_share: float = defaults.THROTTLE_SHARE
-    """Share of 429s in the window that means a rate limit: it cuts the rate, pauses every
-    send for the ``Retry-After`` and halves the concurrency. Isolated 429s only delay
-    their own record (``Retry-After``), unless rate-limit headers say the quota is spent
-    or state a ``RateLimit-Policy``. Successes win the slots back."""
+    """Share of 429s in the window that means a rate limit (as do headers saying the quota
+    is spent): it cuts the rate, pauses every send for the ``Retry-After`` and halves the
+    concurrency. Isolated 429s only delay their own record. Successes win slots back."""
     cache_size: int = 10_000
     """Final answers kept per partition, by request; 0 disables the cache."""
     coalesce: bool = True
