@@ -47,16 +47,21 @@ CLASSES: dict[str, dict[str, float]] = {
 }
 RATE_LIMIT = 200.0
 #: The issue's API: a hard limit (429 + Retry-After: 1 beyond), 2 % 503s without
-#: Retry-After, 0.5 % of bodies trickled over 20 s, latency uniform around 55 ms
-#: (0-110 ms: the demo has no 30-80 ms band; the mean is the same).
+#: Retry-After, latency uniform around 55 ms (0-110 ms: the demo has no 30-80 ms band; the
+#: mean is the same), and 0.5 % of bodies held back in one of two ways (BODY_FAULTS).
 RATE_LIMITED = {
     "rate_limit": RATE_LIMIT,
     "unavailable_rate": 0.02,
-    "slow_body_rate": 0.005,
-    "slow_body_s": 20,
     "latency_ms": 55,
     "latency_dist": "uniform",
     "seed": 11,
+}
+#: "stalled": headers, then silence (the issue's "stalls 0.5 % of bodies for 20 s": the
+#: client's read-stall deadline cuts it off and retries); "trickled": the body sent byte by
+#: byte over 20 s, which no stall deadline sees, so only the attempt's total deadline ends it.
+BODY_FAULTS = {
+    "stalled": {"stall_rate": 0.005},
+    "trickled": {"slow_body_rate": 0.005, "slow_body_s": 20},
 }
 MIX = {
     "reset_rate": 0.10,
@@ -103,12 +108,13 @@ def run_job(work: Path, faults: dict[str, float], mode: str, rows: int) -> dict[
     }
 
 
-def run_rate_limited(work: Path, partitions: int, rows: int) -> dict[str, Any]:
+def run_rate_limited(work: Path, partitions: int, rows: int, body: str) -> dict[str, Any]:
     """The issue's rate-limited API without ``--requests-per-second``, on ``local[2]``."""
     (work / "in").mkdir(parents=True)
     lines = (json.dumps({"id": f"k{i:05d}", "amount": i}) for i in range(rows))
     (work / "in" / "part.jsonl").write_text("\n".join(lines) + "\n")
-    api = DemoApiProcess(*(f"--{k.replace('_', '-')}={v}" for k, v in RATE_LIMITED.items()))
+    knobs = {**RATE_LIMITED, **BODY_FAULTS[body]}
+    api = DemoApiProcess(*(f"--{k.replace('_', '-')}={v}" for k, v in knobs.items()))
     try:
         args = [
             *("--input", str(work / "in"), "--output", str(work / "out")),
@@ -127,7 +133,8 @@ def run_rate_limited(work: Path, partitions: int, rows: int) -> dict[str, Any]:
     return {
         "dead_letter_errors": sorted({str(d.get("error"))[:120] for d in dead}),
         "admitted_per_second": admitted_per_second(stats),
-        "fault": f"rate limit {RATE_LIMIT:g}/s + 2 % 503 + 0.5 % 20 s bodies",
+        "fault": f"rate limit {RATE_LIMIT:g}/s + 2 % 503 + 0.5 % {body} bodies",
+        "bodies": body,
         "partitions": partitions,
         "records": summary["records_in"],
         "dead_letters": summary["dead_letters"],
@@ -169,17 +176,22 @@ def throughput_after(stats: dict[str, Any], warm_up_s: float) -> float:
     return sum(admitted) / max(1, len(seconds))
 
 
-def rate_limited_rows(rows: int) -> list[dict[str, Any]]:
+def rate_limited_rows(rows: int, bodies: list[str]) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
-        results = [run_rate_limited(Path(tmp) / str(n), n, rows) for n in (1, 4)]
+        results = [
+            run_rate_limited(Path(tmp) / f"{body}{n}", n, rows, body)
+            for body in bodies
+            for n in (1, 4)
+        ]
     print(
-        "| partitions | records | dead letters | calls | 429 share "
+        "| bodies | partitions | records | dead letters | calls | 429 share "
         "| limit ratio after 10 s | ... while sending |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for r in results:
         print(
-            f"| {r['partitions']} | {r['records']} | {r['dead_letters']} | {r['calls']} "
+            f"| {r['bodies']} | {r['partitions']} | {r['records']} | {r['dead_letters']} "
+            f"| {r['calls']} "
             f"| {r['share_429']:.1%} | {r['limit_ratio_after_10s']:.2f} "
             f"| {r['limit_ratio_while_sending']:.2f} |"
         )
@@ -195,10 +207,24 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run only the rate-limit rows; the other rows of the results file are kept",
     )
+    parser.add_argument(
+        "--bodies",
+        default=",".join(BODY_FAULTS),
+        help=f"held-back bodies of the rate-limit rows: {', '.join(BODY_FAULTS)}",
+    )
     options = parser.parse_args(argv)
-    limited = rate_limited_rows(options.rate_limited_rows)
+    bodies = options.bodies.split(",")
+    unknown = sorted(set(bodies) - set(BODY_FAULTS))
+    if unknown:
+        parser.error(
+            f"--bodies: unknown {', '.join(unknown)}; choose from {', '.join(BODY_FAULTS)}"
+        )
+    limited = rate_limited_rows(options.rate_limited_rows, bodies)
     if options.only_rate_limited:
-        kept = [r for r in json.loads(RESULTS.read_text()) if "share_429" not in r]
+        earlier = json.loads(RESULTS.read_text())  # rows before "bodies" were trickled ones
+        kept = [
+            r for r in earlier if "share_429" not in r or r.get("bodies", "trickled") not in bodies
+        ]
         RESULTS.write_text(json.dumps(kept + limited, indent=2) + "\n")
         return 0
     rows = options.rows
