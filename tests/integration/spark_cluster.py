@@ -90,7 +90,7 @@ def standalone_cluster(
                         == workers
                     ):
                         break
-            except OSError:
+            except (OSError, ValueError):  # not listening yet, or an empty page while it starts
                 pass
             time.sleep(0.5)
         else:
