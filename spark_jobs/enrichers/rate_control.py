@@ -22,7 +22,9 @@ moves the rate itself:
   ``CUT_INTERVAL_S`` (one exhausted window answers many calls);
 * **additive increase**, concave around the rate the server accepted at the last cut
   (``ceiling_hint``, CUBIC's ``w_max``): back to ``APPROACH`` of it within a few
-  seconds, then a slow probe above it, so that the 1 s pause a 429 costs comes seldom.
+  seconds, then a slow probe above it, so that the 1 s pause a 429 costs comes seldom;
+  a probe ``STALE_HINT`` above it with no 429 means the share grew (a neighbour
+  finished): slow start again.
 
 Each partition runs its own controller: partitions sharing a limit all see its 429s in
 the same window and cut together, so they settle on about equal shares without talking
@@ -59,7 +61,7 @@ PROBE_MIN = 0.1
 """...but at least by this many requests/s per second, so a small rate still grows."""
 CUT_INTERVAL_S = 0.5
 """At most one cut per this long: the 429s of one spent window are one signal."""
-PROBE_DOUBLING_S = 8.0
+PROBE_DOUBLING_S = 4.0
 """The probe's step doubles for every this many seconds without a 429: a share found too
 low (a cut on thin evidence, or a neighbour partition finished) is soon regained."""
 THROTTLED_RUN = 4
@@ -67,6 +69,11 @@ THROTTLED_RUN = 4
 limit's spent window refuses every call at its end, random 429s of 2 % of calls come
 four in a row with a chance of 1.6e-7 per call. It saves each partition sharing a limit
 most of the ``throttle_share`` of 429s a cut would otherwise cost."""
+STALE_HINT = 1.05
+"""Probing this far above the rate accepted at the last cut without a 429 means the share
+grew (a neighbour partition finished, the limit was raised): slow start finds the new one
+in a second or two instead of a probe's minute. Partitions sharing a limit meet their
+429s at about 1.0 of it."""
 TICK_S = 0.25
 """How often the rate is adjusted and the rate sent is measured."""
 ACCEPTED_TICKS = 4
@@ -253,6 +260,9 @@ class RateController:
             rate *= SLOW_START_GROWTH**elapsed
         elif hint is not None and rate < APPROACH * hint:
             rate += max((APPROACH * hint - rate) * min(1.0, elapsed), MIN_RATE * elapsed)
+        elif hint is not None and rate > STALE_HINT * hint:
+            self.ceiling_hint = None  # well above the last limit and no 429: it moved
+            self.slow_start = True
         else:  # probing: faster the longer no 429 came (CUBIC's convex part)
             if self._probe_since is None:
                 self._probe_since = now

@@ -115,6 +115,19 @@ def test_four_partitions_sharing_a_limit_each_find_a_quarter():
         assert 0.6 * 50 <= calls / 120 <= 1.4 * 50
 
 
+def test_a_partition_left_alone_regains_the_whole_limit_within_seconds():
+    """Two partitions share a limit at about half each; one finishes. The other's probe
+    passes its old share with no 429 and slow start finds the freed half, instead of a
+    probe that would take a minute (the lone tail of a job's last partitions)."""
+    clock = FakeClock()
+    server = FixedWindowServer(200)
+    survivor, neighbour = RateController(clock=clock), RateController(clock=clock)
+    simulate(server, [survivor, neighbour], clock, 60)
+    assert survivor.rate <= 0.7 * 200  # it had found about its half
+    simulate(server, [survivor], clock, 30)
+    assert ok_per_second(server, 175, 190) >= 0.85 * 200
+
+
 def test_a_given_rate_stays_a_hard_ceiling():
     clock = FakeClock()
     server = FixedWindowServer(10_000)  # never throttles
