@@ -86,14 +86,21 @@ async def test_429s_cut_the_concurrency_and_successes_restore_it():
             after_throttling = enrich.stats
             state["throttle"] = False
             concurrency_seen.clear()
-            await asyncio.gather(*(enrich({"id": i}) for i in range(1000, 1200)))
+            # The rate was cut too, by as much as the 429s were sent slowly (a busy
+            # machine): send until the concurrency is back, as a user would wait for it.
+            for batch in range(1, 31):
+                first = 1000 * batch
+                await asyncio.gather(*(enrich({"id": i}) for i in range(first, first + 200)))
+                if max(concurrency_seen) == 16:
+                    break
             after_recovery = enrich.stats
     assert all(type(e).__name__ == "ThrottledError" for e in throttled)
     assert after_throttling["throttled"] == 64
     # One cut per window of answers at the current limit (16 -> 8 -> 4 -> 2 -> 1).
     assert after_throttling["current_concurrency_limit"] == 1
     assert after_throttling["concurrency_decreases"] == 4
-    # Recovery: the server first sees one request at a time, then more and more.
+    # Recovery: the server first sees one request at a time, then more and more, up to
+    # the capacity and never beyond it.
     assert concurrency_seen[:2] == [1, 1]
     assert max(concurrency_seen) == 16
     assert after_recovery["current_concurrency_limit"] == 16
