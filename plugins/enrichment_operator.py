@@ -29,6 +29,7 @@ from plugins.job_arguments import job_arguments
 from plugins.links import SnapshotProgressLink
 from plugins.namespace import namespace_key
 from plugins.progress_reporter import reporting_progress
+from plugins.spark_master import spark_master
 from spark_jobs import defaults
 from spark_jobs.spark_logging import with_java_options
 
@@ -236,7 +237,8 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         return summary
 
     def _spark_master(self) -> str:
-        return str(BaseHook.get_connection(self._conn_id).host or "")
+        """The master the Spark provider will submit to, resolved by its own rule."""
+        return spark_master(BaseHook.get_connection(self._conn_id))
 
     @staticmethod
     def _python_env() -> dict[str, str]:
