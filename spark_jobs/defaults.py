@@ -50,3 +50,5 @@ SPARK_LOG_LEVEL: SparkLogLevel = "WARN"
 
 SNAPSHOT_ROOT_VARIABLE = "enrichment_snapshot_root"
 """The Airflow Variable naming the snapshot root, for the operators and the web view."""
+SHIP_ENVIRONMENT_VARIABLE = "enrichment_ship_environment"
+"""The Airflow Variable the example DAG reads the packed runtime's path from."""
