@@ -212,7 +212,11 @@ class RequestSender:
             raise self._transport_error(method, url, exc) from None
 
     def _status_error(self, method: str, url: str, status: int, reply: Reply) -> EnrichmentError:
-        message = self.redact(f"HTTP {status} from {method} {url}: {snippet(reply.payload)!r}")
+        if status in (401, 403):  # its body tends to quote the credentials back: not shown
+            message = self.redact(f"HTTP {status} from {method} {url} (body not shown)")
+        else:
+            body = snippet(reply.payload, self.redact)
+            message = self.redact(f"HTTP {status} from {method} {url}: {body!r}")
         retry_after = parse_retry_after(reply.retry_after)
         if status == 429 or (status == 503 and retry_after is not None):
             if status == 429:
