@@ -69,7 +69,8 @@ class PermanentError(EnrichmentError):
 
 
 class ClientStatusError(PermanentError):
-    """HTTP 4xx other than 404 (per ``not_found``), 408, 425 and 429: e.g. 400, 403, 422."""
+    """HTTP 4xx other than 404 (per ``not_found``), 408, 425 and 429: e.g. 400, 403, 422;
+    or a 3xx redirect that is not followed (``follow_redirects``)."""
 
     def __init__(self, message: str, *, status: int):
         super().__init__(message)
