@@ -120,7 +120,7 @@ with DAG(
         resume="{{ params.resume }}",
         capacity="{{ params.capacity }}",
         partitions="{{ params.partitions }}",
-        ship_environment="{{ var.value.get('enrichment_ship_environment', '') }}",
+        ship_environment=f"{{{{ var.value.get('{defaults.SHIP_ENVIRONMENT_VARIABLE}', '') }}}}",
         cache_dir="{{ var.value.get('enrichment_cache_root', '') }}",
         # Unset renders "": the job's own default TTL applies.
         cache_ttl="{{ var.value.get('enrichment_cache_ttl', '') }}",

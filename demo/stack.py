@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -185,7 +186,8 @@ class AirflowServices:
             "AIRFLOW__CORE__PARALLELISM": "4",
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
             "AIRFLOW__API__PORT": str(self.port),
-            "AIRFLOW__API_AUTH__JWT_SECRET": "test-secret-for-jwt-signing-at-least-32-bytes-long",
+            # Signs every UI, API and task JWT: fresh per run, never a published value.
+            "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(64),
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
             "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "300",
@@ -194,12 +196,18 @@ class AirflowServices:
         self.home = home
         self.processes: list[subprocess.Popen] = []
 
-    def start(self) -> None:
-        for name, args in (
+    def commands(self) -> list[tuple[str, list[str]]]:
+        """Each service and its ``airflow`` arguments: on loopback, or not listening."""
+        return [
             ("api-server", ["api-server", "--port", str(self.port), "--host", "127.0.0.1"]),
-            ("scheduler", ["scheduler"]),
+            # The LocalExecutor's log server binds every interface (Airflow has no host
+            # setting for it); the api-server reads the task logs from AIRFLOW_HOME anyway.
+            ("scheduler", ["scheduler", "--skip-serve-logs"]),
             ("dag-processor", ["dag-processor"]),
-        ):
+        ]
+
+    def start(self) -> None:
+        for name, args in self.commands():
             log = (self.home / f"{name}.log").open("w")
             self.processes.append(
                 subprocess.Popen(
@@ -214,7 +222,7 @@ class AirflowServices:
         self.wait_for(lambda: self.request("GET", "/api/v2/monitor/health"), 120, "api-server")
 
     def stop(self) -> None:
-        """Stop each service with its children (LocalExecutor workers, log server, Spark)."""
+        """Stop each service with its children (LocalExecutor workers, Spark)."""
         for process in self.processes:
             _signal_group(process, signal.SIGTERM)
         for process in self.processes:

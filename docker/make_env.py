@@ -20,6 +20,8 @@ SECRETS = {
     "AIRFLOW_JWT_SECRET": lambda: secrets.token_urlsafe(64),
     "ENRICHMENT_API_TOKEN": lambda: secrets.token_urlsafe(32),
     "MINIO_ROOT_PASSWORD": lambda: secrets.token_urlsafe(24),
+    "MINIO_ENRICHMENT_PASSWORD": lambda: secrets.token_urlsafe(24),
+    "SPARK_AUTH_SECRET": lambda: secrets.token_urlsafe(32),
     "POSTGRES_PASSWORD": lambda: secrets.token_hex(24),
 }
 

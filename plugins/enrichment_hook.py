@@ -20,6 +20,7 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowFailException
 
 from plugins.namespace import snapshot_root
+from plugins.spark_master import env_stays_off_command_line
 from spark_jobs.defaults import DEAD_LETTER_RETRY_SUFFIX
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 from spark_jobs.snapshots.resume import read_progress
@@ -30,7 +31,6 @@ HEADER_ENV_PREFIX = "ENRICHMENT_API_HEADER_"
 """``secret_headers`` values travel in ``ENRICHMENT_API_HEADER_<NAME>`` (``X_API_KEY``)."""
 BEARER_AUTO = "auto"
 BEARER_NONE = "none"
-_MASTERS_THAT_PRINT_ENV = ("yarn", "k8s://")
 
 
 class EnrichmentApiHook(BaseHook):
@@ -100,9 +100,12 @@ class EnrichmentApiHook(BaseHook):
         are no ``secret_headers`` (what this operator always sent), else none.
         ``secret_headers`` maps a header to the connection field holding its value.
 
-        On YARN and Kubernetes the Spark provider turns ``env_vars`` into
-        ``--conf spark.yarn.appMasterEnv.*`` / ``spark.kubernetes.driverEnv.*`` on the
-        spark-submit command line, visible in ``ps`` and the pod spec: refused there.
+        ``spark_master`` is the master as the Spark provider resolves it
+        (``plugins.spark_master``). On YARN and Kubernetes the provider turns
+        ``env_vars`` into ``--conf spark.yarn.appMasterEnv.*`` /
+        ``spark.kubernetes.driverEnv.*`` on the spark-submit command line, visible in
+        ``ps`` and the pod spec: secrets are refused on every master but local and
+        ``spark://`` ones.
         """
         secret_headers = dict(secret_headers or {})
         if bearer_token == BEARER_AUTO:
@@ -119,11 +122,12 @@ class EnrichmentApiHook(BaseHook):
                 raise ValueError(f"secret_headers: {header} is given twice (as {variable})")
             env[variable] = self.connection_secret(source, f"secret_headers.{header}", True)
             args += ["--secret-header", f"{header}={variable}"]
-        if env and spark_master.startswith(_MASTERS_THAT_PRINT_ENV):
+        if env and not env_stays_off_command_line(spark_master):
             raise ValueError(
                 f"the API secrets of connection {self.api_conn_id!r} would reach the "
-                f"spark-submit command line on {spark_master.split('://')[0]}: leave its "
-                "password empty and give the executors the token another way: a file "
+                f"spark-submit command line with master {spark_master!r} (only local and "
+                "spark:// masters keep env_vars off it): leave its password empty and "
+                "give the executors the token another way: a file "
                 '(job_args=["--spec", ...] with http: {token_file: ...}), a Kubernetes '
                 f"secret (conf spark.kubernetes.driver.secretKeyRef.{TOKEN_ENV} and "
                 f"spark.kubernetes.executor.secretKeyRef.{TOKEN_ENV}, then "

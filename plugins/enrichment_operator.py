@@ -29,6 +29,7 @@ from plugins.job_arguments import job_arguments
 from plugins.links import SnapshotProgressLink
 from plugins.namespace import namespace_key
 from plugins.progress_reporter import reporting_progress
+from plugins.spark_master import spark_master
 from spark_jobs import defaults
 from spark_jobs.spark_logging import with_java_options
 
@@ -236,7 +237,8 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         return summary
 
     def _spark_master(self) -> str:
-        return str(BaseHook.get_connection(self._conn_id).host or "")
+        """The master the Spark provider will submit to, resolved by its own rule."""
+        return spark_master(BaseHook.get_connection(self._conn_id))
 
     @staticmethod
     def _python_env() -> dict[str, str]:
@@ -246,8 +248,8 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
     def _get_hook(self) -> SparkSubmitHook:
         """The provider's hook, with the packed environment (if any) in its files and conf:
         set here, after templating, so a Variable can name it."""
-        pex = self.ship_environment
-        if pex and pex != "None":
+        pex = self._shipped_environment()
+        if pex:
             files = [name for name in (self.files or "").split(",") if name]
             self.files = ",".join(files if pex in files else [*files, pex])
             self.conf = {
@@ -257,6 +259,21 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
             }
         self._quiet_spark_logging()
         return super()._get_hook()
+
+    def _shipped_environment(self) -> str | None:
+        """``ship_environment``, checked: every executor runs it as its Python, and
+        ``spark.files`` would fetch an http(s) URL too, so whoever may edit the Variable
+        that names it must not be able to point it at another program or host."""
+        pex = self.ship_environment
+        if not pex or pex == "None":
+            return None
+        if "://" in pex or Path(pex).suffix != ".pex" or not Path(pex).is_file():
+            raise ValueError(
+                f"ship_environment (in the example DAG the Airflow Variable "
+                f"{defaults.SHIP_ENVIRONMENT_VARIABLE!r}) must be an existing local .pex file "
+                f"(the one `make dist` builds), not a URL or a directory; got {pex!r}"
+            )
+        return pex
 
     def _quiet_spark_logging(self) -> None:
         """Spark's logging at ``spark_log_level`` from the driver JVM's start, through the

@@ -18,11 +18,15 @@ Mode = Literal["ordered", "unordered"]
 InputFormat = Literal["jsonl", "parquet", "csv"]
 SparkLogLevel = Literal["ERROR", "WARN", "INFO", "DEBUG"]
 """Level of Spark's own (log4j2) logging; the job's own lines are always shown."""
+RedirectPolicy = Literal["none", "same-origin"]
+"""Which HTTP redirects the enricher follows: none (a 3xx is a dead letter), or those to
+the same scheme, host and port (each a call of its own: rate limit, budget)."""
 
 RESUME_MODES: tuple[ResumeMode, ...] = get_args(ResumeMode)
 MODES: tuple[Mode, ...] = get_args(Mode)
 INPUT_FORMATS: tuple[InputFormat, ...] = get_args(InputFormat)
 SPARK_LOG_LEVELS: tuple[SparkLogLevel, ...] = get_args(SparkLogLevel)
+REDIRECT_POLICIES: tuple[RedirectPolicy, ...] = get_args(RedirectPolicy)
 
 RESUME: ResumeMode = "auto"
 MODE: Mode = "unordered"
@@ -40,6 +44,9 @@ probability of 3e-5 per window (binomial), a rate above a limit at once."""
 SNAPSHOT_INTERVAL_S = 10.0
 CACHE_TTL = "1d"
 MAX_RESPONSE_BYTES = 10 * 2**20
+FOLLOW_REDIRECTS: RedirectPolicy = "none"
+"""aiohttp follows redirects to any host and keeps custom secret headers (``X-Api-Key``)
+on the way, even from https to http: none are followed unless asked for."""
 DEAD_LETTER_RETRY_SUFFIX = ".dead-letters"
 """A ``--retry-dead-letters`` run's snapshot namespace is its task id with this suffix."""
 AUTH_FAILURE_THRESHOLD = 5
@@ -50,3 +57,5 @@ SPARK_LOG_LEVEL: SparkLogLevel = "WARN"
 
 SNAPSHOT_ROOT_VARIABLE = "enrichment_snapshot_root"
 """The Airflow Variable naming the snapshot root, for the operators and the web view."""
+SHIP_ENVIRONMENT_VARIABLE = "enrichment_ship_environment"
+"""The Airflow Variable the example DAG reads the packed runtime's path from."""

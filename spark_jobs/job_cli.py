@@ -15,6 +15,7 @@ from spark_jobs.defaults import (
     AUTH_FAILURE_THRESHOLD,
     INPUT_FORMATS,
     MODES,
+    REDIRECT_POLICIES,
     RESUME_MODES,
     SPARK_LOG_LEVELS,
 )
@@ -127,6 +128,13 @@ def _add_request_options(add: _Options) -> None:
         "--token-env",
         help="environment variable holding a bearer token, sent as Authorization: Bearer "
         "(never the token)",
+    )
+    add(
+        "--follow-redirects",
+        choices=REDIRECT_POLICIES,
+        help="none: a 3xx answer is a dead letter naming where it pointed; same-origin: "
+        "follow redirects to the same scheme, host and port, each hop a call of its own "
+        "(rate limit, budget); never to another host, which would receive the secrets",
     )
 
 

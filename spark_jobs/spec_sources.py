@@ -29,6 +29,7 @@ HTTP_FLAGS = (
     *ATTEMPT_DEADLINE_SHARES,
     "max_response_bytes",
     "hedge_after",
+    "follow_redirects",
 )
 
 

@@ -94,7 +94,10 @@ async def send(
         async with timer:
             # Sent exactly as built: yarl would otherwise resolve dot segments.
             target = URL(url, encoded=True) if isinstance(url, str) else url
-            async with session.request(method, target, data=body) as response:
+            # Never followed here: a hop would carry the secret headers to whatever
+            # host it names, outside the rate limit and budget (``redirects.py``).
+            request = session.request(method, target, data=body, allow_redirects=False)
+            async with request as response:
                 phase, phase_s = "stall", limits.stall
                 decoder = _decoder(response.headers.get("Content-Encoding"))
                 payload = await _read_capped(response.content, decoder, limits, timer, end)

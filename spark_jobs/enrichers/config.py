@@ -28,6 +28,7 @@ from .templates import BodyTemplate, TemplateError, UrlTemplate
 from .validation import (
     IDENTITY,
     check_base_url,
+    check_choice,
     check_headers,
     check_int,
     check_secret_headers,
@@ -110,19 +111,20 @@ class HttpEnricherConfig:
     """Send a second, hedged request when the first has taken this many seconds, or
     ``"p95"`` (any percentile) of recent latencies; the first answer wins and the other is
     cancelled. Idempotent methods only. Off by default: both requests are paid for."""
+    follow_redirects: defaults.RedirectPolicy = defaults.FOLLOW_REDIRECTS
+    """``none`` (a 3xx is a dead letter) or ``same-origin`` (followed, each hop a call)."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalise once so equal configs compare equal
         set_(self, "method", check_str(self.method, "method").upper())
-        if self.method not in METHODS:
-            raise ValueError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        check_choice(self.method, METHODS, "method")
         set_(self, "response_fields", check_response_fields(self.response_fields))
         set_(self, "batch", BatchConfig.parse(self.batch))
         set_(self, "headers", check_headers(self.headers))
         set_(self, "secret_headers", check_secret_headers(self.secret_headers, self.headers))
         self._check_source()
-        if self.not_found not in NOT_FOUND_POLICIES:
-            raise ValueError(f"not_found must be 'null' or 'fail', got {self.not_found!r}")
+        check_choice(self.not_found, NOT_FOUND_POLICIES, "not_found")
+        check_choice(self.follow_redirects, defaults.REDIRECT_POLICIES, "follow_redirects")
         if self.key_field is not None:
             check_str(self.key_field, "key_field")
         self._check_limits()
@@ -173,10 +175,9 @@ class HttpEnricherConfig:
     def _check_source(self) -> None:
         if self.token_env is not None and self.token_file is not None:
             raise ValueError("token_env and token_file: set at most one token source")
-        if self.token_env is not None:
-            check_str(self.token_env, "token_env")
-        if self.token_file is not None:
-            check_str(self.token_file, "token_file")
+        for name in ("token_env", "token_file"):
+            if getattr(self, name) is not None:
+                check_str(getattr(self, name), name)
 
     def _check_limits(self) -> None:
         if self.requests_per_second is not None:
@@ -277,8 +278,7 @@ class HttpEnricherConfig:
             name: {"path": spec.path, "type": spec.type}
             for name, spec in self.response_fields.items()
         }
-        data["headers"] = dict(self.headers)
-        data["secret_headers"] = dict(self.secret_headers)
+        data["headers"], data["secret_headers"] = dict(self.headers), dict(self.secret_headers)
         data["body_template"] = copy.deepcopy(self.body_template)
         data["batch"] = dataclasses.asdict(self.batch) if self.batch is not None else None
         return data

@@ -3,8 +3,9 @@
 The async wait operator decides about retries from the exception alone (its
 ``RetryStrategy.retry_on_exception`` predicate and the ``retry_after`` attribute), so
 every failure the enricher raises says in its type whether it is worth another call.
-Messages are built by the enricher from status, method, URL and a short body snippet;
-they never include request headers, which is where the bearer token travels.
+Messages are built by the enricher from status, method, URL and a short body snippet
+(none for 401 and 403, whose bodies tend to quote the credentials back); they never
+include request headers, which is where the bearer token travels.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import datetime
 import email.utils
 import math
 import time
+from collections.abc import Callable
 
 import aiohttp
 
@@ -67,7 +69,8 @@ class PermanentError(EnrichmentError):
 
 
 class ClientStatusError(PermanentError):
-    """HTTP 4xx other than 404 (per ``not_found``), 408, 425 and 429: e.g. 400, 403, 422."""
+    """HTTP 4xx other than 404 (per ``not_found``), 408, 425 and 429: e.g. 400, 403, 422;
+    or a 3xx redirect that is not followed (``follow_redirects``)."""
 
     def __init__(self, message: str, *, status: int):
         super().__init__(message)
@@ -156,8 +159,9 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
-def snippet(body: bytes) -> str:
-    """The start of a response body for an error message, at most ``SNIPPET_CHARS`` long."""
-    text = body[: SNIPPET_CHARS * 4].decode("utf-8", errors="replace")
+def snippet(body: bytes, redact: Callable[[str], str]) -> str:
+    """The start of a response body for an error message, at most ``SNIPPET_CHARS`` long,
+    ``redact``-ed before it is cut (a cut through a secret would leave its start)."""
+    text = redact(body[: SNIPPET_CHARS * 4].decode("utf-8", errors="replace"))
     text = " ".join(text.split())
     return text if len(text) <= SNIPPET_CHARS else text[: SNIPPET_CHARS - 3] + "..."

@@ -206,7 +206,10 @@ class HttpEnricher:
             return json.loads(payload)
         except ValueError:
             raise InvalidResponseError(
-                self._sender.redact(f"invalid JSON from {self._method} {url}: {snippet(payload)!r}")
+                self._sender.redact(
+                    f"invalid JSON from {self._method} {url}: "
+                    f"{snippet(payload, self._sender.redact)!r}"
+                )
             ) from None
         except RecursionError:
             raise InvalidResponseError(
@@ -239,7 +242,7 @@ class HttpEnricher:
             raise InvalidResponseError(
                 self._sender.redact(
                     f"no result list at {batch.results_path} in the response from "
-                    f"POST {url}: {snippet(payload)!r}"
+                    f"POST {url}: {snippet(payload, self._sender.redact)!r}"
                 )
             )
         id_field, error_field = batch.result_id_field, batch.error_field

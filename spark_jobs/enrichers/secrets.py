@@ -5,7 +5,7 @@ the config travels as JSON to Spark executors, into job arguments and run metada
 all places other people can read. Command lines are visible to every local user too,
 so there is deliberately no way to pass the token as an argument. The value is read
 where the HTTP session opens, held in a :class:`Secret` whose ``repr`` hides it, and
-scrubbed from any error message that might echo it (a server quoting the header back).
+scrubbed, in every form a server may echo it in, from any error message.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-_HIDDEN = "***"
+from .redaction import HIDDEN, encoded_forms, redact
 
 
 class SecretError(ValueError):
@@ -24,22 +24,24 @@ class SecretError(ValueError):
 class Secret:
     """A string that does not show itself in ``repr``/``str``; ``reveal()`` returns it."""
 
-    __slots__ = ("_value",)
+    __slots__ = ("_forms", "_value")
 
     def __init__(self, value: str) -> None:
         if not value:
             raise SecretError("a secret must not be empty")
         self._value = value
+        self._forms = encoded_forms(value)
 
     def reveal(self) -> str:
         return self._value
 
     def redact(self, text: str) -> str:
-        """``text`` with every occurrence of the secret replaced by ``***``."""
-        return text.replace(self._value, _HIDDEN) if self._value in text else text
+        """``text`` with the secret replaced by ``***`` wherever it shows: as sent,
+        JSON-escaped, URL-encoded, base64-encoded, or cut short (``redaction.py``)."""
+        return redact(text, self._forms)
 
     def __repr__(self) -> str:
-        return f"Secret({_HIDDEN!r})"
+        return f"Secret({HIDDEN!r})"
 
     __str__ = __repr__
 

@@ -34,8 +34,9 @@ from .errors import (
 )
 from .hedging import HedgeDelay, race
 from .rate_control import RateController
-from .rate_headers import quota_hint
+from .rate_headers import QuotaHint, quota_hint
 from .rate_limit import AdaptiveConcurrency
+from .redirects import REDIRECT_STATUSES, Hop, RedirectRefused, next_hop
 from .secrets import Secret
 from .session import open_session
 
@@ -165,26 +166,18 @@ class RequestSender:
         success = throttled = False
         started, hint = 0.0, None
         try:
-            rate = self.rate
-            if not paced:  # a hedged first request took its slot before the race
-                wait = rate.reserve()
-                if wait > 0:
-                    async with untimed():
-                        await rate.wait_for_slot(wait)
-            if self._budget is not None and self.requests_made >= self._budget:
-                raise BudgetExhausted(f"request budget of {self._budget} spent")
-            self.requests_made += 1
-            rate.sending()
-            started = time.monotonic()
-            reply = await self._attempt(session, method, url, body)
+            # A hedged first request took its rate slot before the race.
+            reply, started, hint = await self._call(session, method, url, body, paced)
+            hops = 0
+            while reply.status in REDIRECT_STATUSES:  # followed only as a call of its own
+                hop = self._redirect(method, url, body, reply, hops)
+                self.rate.accepted()
+                method, url, body, hops = hop.method, hop.url, hop.body, hops + 1
+                reply, started, hint = await self._call(session, method, url, body, False)
             status = reply.status
-            hint = quota_hint(reply.headers)
-            if hint is not None:
-                self.rate.observe_quota(hint, started)
-            self.responses_by_status[status] += 1
             if 200 <= status < 300 or (status == 404 and allow_404):
                 success = True
-                rate.accepted()
+                self.rate.accepted()
                 if self._hedge is not None:
                     self._hedge.observe(time.monotonic() - started)
                 return status, reply.payload
@@ -197,6 +190,40 @@ class RequestSender:
             raise
         finally:
             limiter.release(ticket, success=success, throttled=throttled)
+
+    async def _call(
+        self, session: aiohttp.ClientSession, method: str, url: str, body: str | None, paced: bool
+    ) -> tuple[Reply, float, QuotaHint | None]:
+        """One paid call: its rate slot (taken already when ``paced``), a request of the
+        budget, the attempt; (reply, when it was sent, its rate-limit headers)."""
+        rate = self.rate
+        if not paced:
+            wait = rate.reserve()
+            if wait > 0:
+                async with untimed():
+                    await rate.wait_for_slot(wait)
+        if self._budget is not None and self.requests_made >= self._budget:
+            raise BudgetExhausted(f"request budget of {self._budget} spent")
+        self.requests_made += 1
+        rate.sending()
+        started = time.monotonic()
+        reply = await self._attempt(session, method, url, body)
+        hint = quota_hint(reply.headers)
+        if hint is not None:
+            rate.observe_quota(hint, started)
+        self.responses_by_status[reply.status] += 1
+        return reply, started, hint
+
+    def _redirect(self, method: str, url: str, body: str | None, reply: Reply, hops: int) -> Hop:
+        """The next hop of a redirect ``follow_redirects`` allows; else a permanent error
+        saying where it pointed (no query: it may carry a secret)."""
+        location = reply.headers.get("Location")
+        try:
+            policy = self.config.follow_redirects
+            return next_hop(policy, method, url, body, reply.status, location, hops)
+        except RedirectRefused as refused:
+            message = self.redact(f"HTTP {reply.status} from {method} {url}: {refused}")
+            raise ClientStatusError(message, status=reply.status) from None
 
     async def _attempt(
         self, session: aiohttp.ClientSession, method: str, url: str, body: str | None
@@ -212,7 +239,11 @@ class RequestSender:
             raise self._transport_error(method, url, exc) from None
 
     def _status_error(self, method: str, url: str, status: int, reply: Reply) -> EnrichmentError:
-        message = self.redact(f"HTTP {status} from {method} {url}: {snippet(reply.payload)!r}")
+        if status in (401, 403):  # its body tends to quote the credentials back: not shown
+            message = self.redact(f"HTTP {status} from {method} {url} (body not shown)")
+        else:
+            body = snippet(reply.payload, self.redact)
+            message = self.redact(f"HTTP {status} from {method} {url}: {body!r}")
         retry_after = parse_retry_after(reply.retry_after)
         if status == 429 or (status == 503 and retry_after is not None):
             if status == 429:

@@ -20,6 +20,11 @@ def check_str(value: Any, name: str) -> str:
     return value
 
 
+def check_choice(value: Any, choices: tuple[str, ...], name: str) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+
+
 def check_int(value: Any, name: str, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")

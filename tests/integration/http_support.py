@@ -3,6 +3,7 @@ the demo API with a session for its control endpoints."""
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -17,15 +18,17 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 @asynccontextmanager
-async def serve(handler: Handler) -> AsyncIterator[str]:
-    """``handler`` answers every path on a free loopback port; yields the base URL."""
+async def serve(handler: Handler, tls: ssl.SSLContext | None = None) -> AsyncIterator[str]:
+    """``handler`` answers every path on a free loopback port (over TLS with ``tls``);
+    yields the base URL."""
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", handler)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
     await runner.setup()
     try:
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+        await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=tls).start()
+        scheme = "https" if tls is not None else "http"
+        yield f"{scheme}://127.0.0.1:{runner.addresses[0][1]}"
     finally:
         await runner.cleanup()
 

@@ -40,10 +40,20 @@ def _spark_class(
 
 @contextmanager
 def standalone_cluster(
-    tmp: Path, workers: int = 2, cores: int = 1, worker_env: dict[str, str] | None = None
+    tmp: Path,
+    workers: int = 2,
+    cores: int = 1,
+    worker_env: dict[str, str] | None = None,
+    auth_secret: str | None = None,
 ):
     """Yields the master URL once every worker has registered; stops everything after.
-    ``worker_env`` overrides the workers' environment (and so their executors')."""
+    ``worker_env`` overrides the workers' environment (and so their executors');
+    ``auth_secret`` turns on ``spark.authenticate`` with that secret, as the compose
+    stack does (``_SPARK_AUTH_SECRET`` in the daemons' environment)."""
+    auth: dict[str, str] = {}
+    if auth_secret is not None:
+        auth = {"_SPARK_AUTH_SECRET": auth_secret, "SPARK_MASTER_OPTS": "-Dspark.authenticate=true"}
+        auth["SPARK_WORKER_OPTS"] = auth["SPARK_MASTER_OPTS"]
     port, ui_port = free_port(), free_port()
     processes = [
         _spark_class(
@@ -56,6 +66,7 @@ def standalone_cluster(
             str(ui_port),
             host="127.0.0.1",
             log=tmp / "master.log",
+            env=auth,
         )
     ]
     master = f"spark://127.0.0.1:{port}"
@@ -78,7 +89,7 @@ def standalone_cluster(
                     master,
                     host=host,
                     log=tmp / f"worker{number}.log",
-                    env=worker_env,
+                    env={**auth, **(worker_env or {})},
                 )
             )
         deadline = time.monotonic() + 90

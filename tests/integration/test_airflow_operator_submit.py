@@ -18,8 +18,10 @@ pytestmark = pytest.mark.airflow
 # k8s:// masters need the cncf.kubernetes provider installed to build a command at all.
 @pytest.mark.parametrize("master", ["yarn", "spark://spark-master:7077"])
 def test_the_shipped_environment_travels_with_files_and_runs_as_the_executors_python(
-    monkeypatch, master
+    monkeypatch, tmp_path, master
 ):
+    pex = tmp_path / "enrich_env.pex"
+    pex.write_bytes(b"PK")
     monkeypatch.setenv(
         "AIRFLOW_CONN_SPARK_ENRICH", json.dumps({"conn_type": "spark", "host": master})
     )
@@ -30,14 +32,35 @@ def test_the_shipped_environment_travels_with_files_and_runs_as_the_executors_py
         key_column="id",
         url_path="/customers/{id}",
         response_fields={"name": "$.name"},
-        ship_environment="/opt/dist/enrich_env.pex",
+        ship_environment=str(pex),
         files="/opt/extra/lookup.csv",
     )
     command = operator._get_hook()._build_spark_submit_command(ENRICH_JOB)
-    assert command[command.index("--files") + 1] == "/opt/extra/lookup.csv,/opt/dist/enrich_env.pex"
+    assert command[command.index("--files") + 1] == f"/opt/extra/lookup.csv,{pex}"
     confs = [command[i + 1] for i, arg in enumerate(command) if arg == "--conf"]
     assert "spark.pyspark.python=./enrich_env.pex" in confs
     assert command[command.index("--master") + 1] == master
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["https://evil.example/enrich_env.pex", "missing.pex", "program.py", "directory.pex"],
+)
+def test_airflow_shipped_environment_must_be_an_existing_local_pex_file(
+    monkeypatch, tmp_path, where
+):
+    """Every executor runs it as its Python, and the path comes from an Airflow Variable."""
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_ENRICH", json.dumps({"conn_type": "spark", "host": "local[2]"})
+    )
+    (tmp_path / "program.py").write_text("print('not the runtime')\n")
+    (tmp_path / "directory.pex").mkdir()
+    path = where if "://" in where else str(tmp_path / where)
+    operator = enrichment_operator(ship_environment=path)
+    with pytest.raises(ValueError, match="enrichment_ship_environment") as refused:
+        operator._get_hook()
+    assert "must be an existing local .pex file" in str(refused.value)
+    assert path in str(refused.value)
 
 
 def test_without_a_shipped_environment_nothing_is_added(monkeypatch):

@@ -3,11 +3,13 @@ tracebacks, the serialised config."""
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import socket
 import traceback
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 import pytest
 from aiohttp import web
@@ -164,8 +166,73 @@ async def test_an_api_key_header_comes_from_the_environment_and_is_redacted(monk
             with caplog.at_level(logging.DEBUG), pytest.raises(ClientStatusError) as caught:
                 await enrich({"id": "c1"})
     assert seen == ["k3y-f0r-th3-crm"]
-    assert "k3y-f0r-th3-crm" not in str(caught.value) and "***" in str(caught.value)
+    assert "k3y-f0r-th3-crm" not in str(caught.value)
+    assert "HTTP 403" in str(caught.value) and "(body not shown)" in str(caught.value)
     assert "k3y-f0r-th3-crm" not in caplog.text
+
+
+ODD_TOKEN = 'tok/Zq+81"do=not&leak'
+ODD_KEY = "k3y/with+plus=and?"
+
+
+def echoed_forms(secret: str) -> dict[str, str]:
+    """How a server may quote a secret back, written out here independently of the
+    redaction code: escaped, encoded, or cut short."""
+    raw = secret.encode()
+    return {
+        "raw": secret,
+        "json": json.dumps(secret)[1:-1],
+        "json, escaped slash": json.dumps(secret)[1:-1].replace("/", "\\/"),
+        "quote": quote(secret, safe=""),
+        "quote, lower hex": quote(secret, safe="").lower(),
+        "quote_plus": quote_plus(secret),
+        "base64": base64.b64encode(raw).decode(),
+        "base64 url, unpadded": base64.urlsafe_b64encode(raw).decode().rstrip("="),
+        "prefix": secret[:10],
+    }
+
+
+@pytest.mark.parametrize("status", [401, 500])
+async def test_a_secret_echoed_in_any_form_reaches_no_dead_letter_error_or_log(
+    monkeypatch, debug_logs, status
+):
+    """A server quoting the token and an API key back JSON-escaped, URL-encoded, base64
+    or cut short: the failures (what becomes the dead letter's error), the raised error
+    and the logs hold none of it; a 401's body is not shown at all."""
+    monkeypatch.setenv("ODD_TOKEN", ODD_TOKEN)
+    monkeypatch.setenv("ODD_KEY", ODD_KEY)
+    forms = list(echoed_forms(ODD_TOKEN).items())
+    key_forms = list(echoed_forms(ODD_KEY).values())
+    received: list[tuple[str | None, str | None]] = []
+
+    async def echo(request: web.Request) -> web.Response:
+        received.append((request.headers.get("Authorization"), request.headers.get("X-Api-Key")))
+        index = int(request.match_info["tail"])
+        text = f"you sent {forms[index][1]} with key {key_forms[index]}; no"
+        return web.Response(status=status, text=text)
+
+    async with serve(echo) as base_url:
+        config = HttpEnricherConfig(
+            url_template=base_url + "/{id}",
+            response_fields=FIELDS,
+            token_env="ODD_TOKEN",
+            secret_headers={"X-Api-Key": "ODD_KEY"},
+        )
+        async with HttpEnricher(config) as enrich:
+            with pytest.raises(ClientStatusError if status == 401 else ServerError) as caught:
+                await enrich({"id": "0"})
+            failures = await run_operator(enrich, [{"id": str(i)} for i in range(len(forms))])
+    assert (f"Bearer {ODD_TOKEN}", ODD_KEY) in received  # the server did see them
+    assert len(failures) == len(forms) and all(isinstance(f, Failure) for f in failures)
+    texts = [exception_texts(caught.value), debug_logs.text, *(f.error for f in failures)]
+    for name, form in [*forms, *(("key", form) for form in key_forms)]:
+        for text in texts:
+            assert form not in text, f"the {name} form {form!r} leaked: {text[:300]!r}"
+    for failure in failures:
+        if status == 401:
+            assert "(body not shown)" in failure.error and "you sent" not in failure.error
+        else:
+            assert "you sent ***" in failure.error and "key ***" in failure.error
 
 
 def test_secret_headers_may_not_shadow_other_headers():

@@ -675,9 +675,10 @@ def test_s3_settings_point_at_minio() -> None:
         )
         assert url.port == 9000, f"service {name}: AWS_ENDPOINT_URL should use MinIO's port 9000"
         creds = (env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"])
-        assert creds == (minio.get("MINIO_ROOT_USER"), minio.get("MINIO_ROOT_PASSWORD")), (
-            f"service {name}: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY differ from minio's "
-            f"MINIO_ROOT_USER/MINIO_ROOT_PASSWORD"
+        scoped = environment("minio-init")
+        assert creds == (scoped["MINIO_ENRICHMENT_USER"], scoped["MINIO_ENRICHMENT_PASSWORD"]), (
+            f"service {name}: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY are not the scoped user "
+            f"minio-init creates (MINIO_ENRICHMENT_USER/MINIO_ENRICHMENT_PASSWORD)"
         )
     assert len(minio.get("MINIO_ROOT_PASSWORD") or "") >= 8, (
         "service minio: MINIO_ROOT_PASSWORD must be 8+ characters or MinIO refuses to start"
@@ -688,6 +689,69 @@ def test_s3_settings_point_at_minio() -> None:
         f"service minio-init: does not create bucket {root.hostname!r} of "
         f"AIRFLOW_VAR_ENRICHMENT_SNAPSHOT_ROOT"
     )
+
+
+def test_spark_applications_get_scoped_minio_credentials_never_the_root_ones() -> None:
+    """The driver (Airflow's scheduler) and the executors (Spark workers) hold a MinIO user
+    allowed the snapshot bucket only; the root credentials stay with MinIO and minio-init."""
+    minio = environment("minio")
+    root = {minio["MINIO_ROOT_USER"], minio["MINIO_ROOT_PASSWORD"]}
+    for name in services():
+        if name in ("minio", "minio-init"):
+            continue
+        values = set(environment(name).values())
+        assert not root & values, f"service {name}: holds MinIO's root credentials"
+    for name in (*AIRFLOW_SERVICES, *SPARK_WORKERS):
+        env = environment(name)
+        assert env["AWS_ACCESS_KEY_ID"] != minio["MINIO_ROOT_USER"], name
+        assert env["AWS_SECRET_ACCESS_KEY"] != minio["MINIO_ROOT_PASSWORD"], name
+    script = resolve("\n".join(command("minio-init")))
+    assert 'mc admin user add local "$MINIO_ENRICHMENT_USER" "$MINIO_ENRICHMENT_PASSWORD"' in (
+        script
+    )
+    attached = re.search(r"mc admin policy attach local (\S+) --user \"\$MINIO_ENRICH", script)
+    assert attached, "service minio-init: attaches no policy to the scoped user"
+    assert f"mc admin policy create local {attached[1]} /tmp/" in script
+    policy = json.loads(script.split("<<'JSON'\n", 1)[1].split("\nJSON\n", 1)[0])
+    bucket = urlsplit(
+        environment("airflow-scheduler")["AIRFLOW_VAR_ENRICHMENT_SNAPSHOT_ROOT"] or ""
+    )
+    resources = {r for statement in policy["Statement"] for r in statement["Resource"]}
+    assert resources == {f"arn:aws:s3:::{bucket.hostname}", f"arn:aws:s3:::{bucket.hostname}/*"}
+    actions = {a for statement in policy["Statement"] for a in statement["Action"]}
+    assert all(a.startswith("s3:") and "*" not in a for a in actions), actions
+    assert not any(a.startswith(("s3:PutBucket", "s3:DeleteBucket")) for a in actions)
+
+
+def test_the_standalone_spark_cluster_requires_its_authentication_secret() -> None:
+    """Master and workers run with spark.authenticate and one shared secret, read from the
+    environment; the driver (Airflow's spark-submit) gets both from a spark-defaults.conf
+    that airflow-init writes; the secret is on no command line."""
+    secret = environment("spark-master")["_SPARK_AUTH_SECRET"]
+    assert secret and len(secret) >= 16
+    assert "-Dspark.authenticate=true" in (environment("spark-master")["SPARK_MASTER_OPTS"] or "")
+    for name in SPARK_WORKERS:
+        env = environment(name)
+        assert "-Dspark.authenticate=true" in (env["SPARK_WORKER_OPTS"] or ""), name
+        assert env["_SPARK_AUTH_SECRET"] == secret, f"service {name}: another Spark secret"
+    conf_dir = {environment(name).get("SPARK_CONF_DIR") for name in AIRFLOW_SERVICES}
+    assert len(conf_dir) == 1 and None not in conf_dir, conf_dir
+    [path] = conf_dir
+    assert path and path.startswith("/opt/airflow/config/")  # the shared airflow-config volume
+    init = resolve(" ".join(command("airflow-init")))
+    assert "umask 077" in init and "spark.authenticate true" in init
+    assert 'spark.authenticate.secret %s\\n\' "$SPARK_AUTH_SECRET"' in init
+    assert '"$SPARK_CONF_DIR/spark-defaults.conf"' in init
+    assert environment("airflow-init")["SPARK_AUTH_SECRET"] == secret
+    for name in services():
+        where = resolve(" ".join(command(name)))
+        assert secret not in where, f"service {name}: the secret on a command line"
+
+
+def test_the_scheduler_serves_no_logs_the_api_server_reads_from_the_shared_volume() -> None:
+    assert "--skip-serve-logs" in command("airflow-scheduler")
+    for name in ("airflow-scheduler", "airflow-apiserver"):
+        assert ("volume", "airflow-logs", "/opt/airflow/logs") in volume_mounts(name), name
 
 
 def test_data_volume_is_shared_by_airflow_and_spark_workers() -> None:
@@ -817,6 +881,8 @@ SECRET_NAMES = (
     "AIRFLOW_JWT_SECRET",
     "ENRICHMENT_API_TOKEN",
     "MINIO_ROOT_PASSWORD",
+    "MINIO_ENRICHMENT_PASSWORD",
+    "SPARK_AUTH_SECRET",
     "POSTGRES_PASSWORD",
 )
 

@@ -56,11 +56,12 @@ def test_retry_after_seconds_and_dates():
 
 def test_snippet_is_short_and_single_line():
     assert (
-        snippet(b"<html>\n  <h1>Bad Gateway</h1>\n</html>") == "<html> <h1>Bad Gateway</h1> </html>"
+        snippet(b"<html>\n  <h1>Bad Gateway</h1>\n</html>", str)
+        == "<html> <h1>Bad Gateway</h1> </html>"
     )
-    long = snippet(b"x" * 10_000)
+    long = snippet(b"x" * 10_000, str)
     assert len(long) == SNIPPET_CHARS and long.endswith("...")
-    assert snippet(b"\xff\xfe ok") == "\ufffd\ufffd ok"
+    assert snippet(b"\xff\xfe ok", str) == "\ufffd\ufffd ok"
 
 
 def test_default_retry_strategy_honours_retry_after_and_skips_permanent_errors():

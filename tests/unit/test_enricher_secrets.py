@@ -62,3 +62,19 @@ def test_the_driver_check_names_every_variable_the_config_reads(monkeypatch):
     with pytest.raises(SecretError, match=f"^{re.escape(expected)}$"):
         check_secret_variables(names, lambda variable: False)
     check_secret_variables(names, lambda variable: variable == "CRM_KEY")  # e.g. Spark conf
+
+
+def test_secret_redacts_its_escaped_encoded_and_cut_forms_but_not_ordinary_text():
+    secret = Secret('k/y+1"é=x')
+    echoed = [
+        '{"error": "bad key k\\/y+1\\"\\u00e9=x"}',  # JSON, slash escaped, ASCII only
+        "?key=k%2Fy%2B1%22%C3%A9%3Dx&x=1",  # quote
+        "?key=k%2fy%2b1%22%c3%a9%3dx",  # lower-case hex
+        "?key=k/y%2B1%22%C3%A9%3Dx",  # quote_plus keeping "/"
+        "Basic " + "ay95KzEiw6k9eA==",  # base64 of the value
+        "ay95KzEiw6k9eA",  # unpadded
+        'snippet cut at k/y+1"',  # the start, six characters or more
+    ]
+    for text in echoed:
+        assert "***" in secret.redact(text), text
+    assert secret.redact("k/y a short start stays") == "k/y a short start stays"

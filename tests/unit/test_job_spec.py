@@ -59,6 +59,7 @@ def test_every_option_help_shows_the_default_the_job_uses():
     fields = {f.name: f.default for f in dataclasses.fields(JobSpec)}
     fields["max_response_bytes"] = HttpEnricherConfig.max_response_bytes
     fields["method"] = HttpEnricherConfig.method
+    fields["follow_redirects"] = HttpEnricherConfig.follow_redirects
     helps = {a.dest: a.help for a in build_parser()._actions if a.help}
     shown = 0
     for dest, text in helps.items():
@@ -179,3 +180,15 @@ def test_request_flags_reach_the_http_options_as_the_spec_file_writes_them(tmp_p
 def test_bad_request_flags_name_the_flag(flags, message):
     with pytest.raises(SpecError, match=re.escape(message)):
         parse_args([*REQUIRED, *flags])
+
+
+def test_redirects_are_followed_only_when_asked_by_flag_or_by_the_http_section(tmp_path):
+    assert parse_args(REQUIRED).http_config().follow_redirects == "none"
+    flag = parse_args([*REQUIRED, "--follow-redirects", "same-origin"]).http_config()
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text("http:\n  follow_redirects: same-origin\n")
+    from_file = parse_args([*REQUIRED, "--spec", str(spec_file)]).http_config()
+    assert flag.follow_redirects == from_file.follow_redirects == "same-origin"
+    spec_file.write_text("http:\n  follow_redirects: always\n")
+    with pytest.raises(SpecError, match="follow_redirects must be one of none, same-origin"):
+        parse_args([*REQUIRED, "--spec", str(spec_file)])
