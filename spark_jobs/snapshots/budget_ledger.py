@@ -127,8 +127,9 @@ class BudgetLedger:
             token = returned.group(1) if returned else None
             if token is None or f"took-{token}" in names:
                 continue
-            if create_exclusively(self._fs, self._directory, f"took-{token}", owner.encode()):
-                return self._returned(name)
+            took = create_exclusively(self._fs, self._directory, f"took-{token}", owner.encode())
+            if took and (granted := self._returned(name)):
+                return granted
         return 0
 
     def _returned(self, name: str) -> int:
