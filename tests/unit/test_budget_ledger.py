@@ -185,3 +185,15 @@ def test_closing_a_request_budget_hands_back_the_rest_and_claims_no_more():
     with pytest.raises(BudgetExhausted):
         asyncio.run(budget.spend())
     assert claims == [1]
+
+
+def test_a_fixed_request_budget_without_a_ledger_is_all_there_is():
+    budget = RequestBudget(2)
+
+    async def spend(times: int) -> None:
+        for _ in range(times):
+            await budget.spend()
+
+    asyncio.run(spend(2))
+    with pytest.raises(BudgetExhausted, match="request budget is spent"):
+        asyncio.run(spend(1))
