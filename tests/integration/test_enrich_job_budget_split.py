@@ -22,9 +22,10 @@ PARTITIONS = 32
 
 
 def steady_rate(per_second: dict[str, dict[str, int]]) -> float:
-    """Requests per second arriving at the server, its first and last two seconds (the
-    job starting and its last tasks draining) left out."""
-    counts = [sum(per_second[s].values()) for s in sorted(per_second, key=int)]
+    """Requests per second arriving at the server, a second without any counting as 0,
+    its first and last two seconds (the job starting, its last tasks draining) left out."""
+    seconds = sorted(int(s) for s in per_second)
+    counts = [sum(per_second.get(str(s), {}).values()) for s in range(seconds[0], seconds[-1] + 1)]
     steady = counts[2:-2]
     assert len(steady) >= 10, f"too short a run to measure: {counts}"
     return sum(steady) / len(steady)
