@@ -43,7 +43,7 @@ def test_more_partitions_than_slots_still_send_the_whole_rate(tmp_path):
     rate = steady_rate(stats["per_second"])
     print(f"arrived: {rate:.1f} requests/s of --requests-per-second {RATE:g} ({rate / RATE:.3f})")
     # A share per partition (R/32 each, two running) could never pass R/16.
-    assert rate > RATE / 4, stats["per_second"]
+    assert rate > RATE / 8, stats["per_second"]
     assert rate <= RATE * 1.1, "the given rate stays a ceiling"
     data, dead, _ = read_output(tmp_path / "out")
     assert len(data) == len(ids) and not dead
