@@ -45,6 +45,7 @@ from spark_jobs.snapshots import (
     NamespaceLease,
     SnapshotStore,
 )
+from spark_jobs.snapshots.budget_ledger import discard_other_runs
 from spark_jobs.snapshots.resume import Decision, ResumeRefusedError, decide
 from spark_jobs.spark_io import (
     input_fingerprint,
@@ -56,6 +57,7 @@ from spark_jobs.spark_io import (
 from spark_jobs.spark_logging import apply_level, configure_launch
 from spark_jobs.spark_session import check_java, spark_session
 from spark_jobs.summary import build_summary
+from spark_jobs.task_slots import spark_conf, with_running_partitions
 
 logger = logging.getLogger("enrich_job")
 
@@ -153,6 +155,8 @@ def _run_holding_lease(
     decision = _open_namespace(store, key, spec, job_record)
     if decision.completed is not None:
         return decision.completed["summary"]
+    spec = with_running_partitions(spec, spark_conf(spark))
+    discard_other_runs(spec.snapshot_dir, store.namespace_path(key), run_id)
 
     from pyspark.sql.pandas.types import from_arrow_schema
 

@@ -39,7 +39,7 @@ class JobOptions(Protocol):
     @property
     def capacity(self) -> int: ...
     @property
-    def partitions(self) -> int: ...
+    def running_partitions(self) -> int: ...
     @property
     def http(self) -> Mapping[str, Any]: ...
 
@@ -56,7 +56,7 @@ def http_config(spec: JobOptions) -> HttpEnricherConfig:
         "response_fields": spec.response_fields,
         "key_field": spec.key_column if isinstance(spec.key_column, str) else None,
         "capacity": spec.capacity,
-        "partitions": spec.partitions,
+        "partitions": spec.running_partitions,
         **derived,
         **spec.http,
     }

@@ -139,7 +139,17 @@ def _add_request_options(add: _Options) -> None:
 
 
 def _add_call_options(add: _Options) -> None:
-    add("--requests-per-second", type=float, help="request budget of the whole job")
+    add(
+        "--requests-per-second",
+        type=float,
+        help="request rate of the whole job, shared by the partitions running at once",
+    )
+    add(
+        "--max-concurrent-partitions",
+        type=int,
+        help="partitions that run at once, sharing --requests-per-second (default: the "
+        "cluster's task slots from the Spark conf; the partition count if it cannot tell)",
+    )
     add("--capacity", type=int, help="requests in flight per partition")
     add(
         "--queue-capacity",
@@ -180,7 +190,7 @@ def _add_call_options(add: _Options) -> None:
     add(
         "--max-requests",
         type=int,
-        help="request budget of this run (split across partitions): once spent, the job "
+        help="request budget of this run (partitions claim it in chunks): once spent, the job "
         "commits a snapshot and exits with status 4; the next run resumes (default: none)",
     )
 

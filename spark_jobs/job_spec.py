@@ -89,7 +89,11 @@ class JobSpec:
     cost_per_request: float | None = None
     """Price of one API call, for the estimated cost in the summary."""
     max_requests: int | None = None
-    """Request budget of one run, split evenly across partitions; None for no limit."""
+    """Request budget of one run, claimed in chunks by the partitions that need it
+    (``snapshots/budget_ledger.py``); None for no limit."""
+    max_concurrent_partitions: int | None = None
+    """Partitions running at once, which share ``requests_per_second``; None: the driver
+    reads the cluster's task slots from the Spark conf (``task_slots.py``)."""
     run_id: str | None = None
     """Names this run (the request budget is per run); a random one when None."""
     lease_ttl: float = 60.0
@@ -122,8 +126,9 @@ class JobSpec:
     def _check_numbers(self) -> None:
         positive_ints = ["partitions", "capacity", "max_attempts", "watermark_every"]
         positive_ints.append("snapshot_max_rows")
-        if self.queue_capacity is not None:
-            positive_ints.append("queue_capacity")
+        for optional in ("queue_capacity", "max_concurrent_partitions"):
+            if getattr(self, optional) is not None:
+                positive_ints.append(optional)
         for name in positive_ints:
             value = getattr(self, name)
             check(
@@ -220,12 +225,11 @@ class JobSpec:
         fill a batch, and with ``--enricher``."""
         return None if self.enricher or self._batching else self.capacity
 
-    def request_budget(self, partition: int) -> int | None:
-        """This partition's share of ``max_requests`` (the shares add up to it exactly)."""
-        if self.max_requests is None:
-            return None
-        share, extra = divmod(self.max_requests, self.partitions)
-        return share + (1 if partition < extra else 0)
+    @property
+    def running_partitions(self) -> int:
+        """Partitions that run at once: ``max_concurrent_partitions``, never more than
+        there are (all of them when unknown, the share that cannot overshoot)."""
+        return min(self.max_concurrent_partitions or self.partitions, self.partitions)
 
     def http_config(self) -> HttpEnricherConfig:
         """The HTTP enricher's configuration for one partition's share of the job."""

@@ -16,12 +16,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from spark_jobs.enrichers import (
-    BudgetExhausted,
-    HttpEnricher,
-    PermanentError,
-    open_user_function,
-)
+from spark_jobs.enrichers import HttpEnricher, PermanentError, RequestBudget, open_user_function
 from spark_jobs.enrichers.json_paths import CONVERTERS, compile_path, extract
 from spark_jobs.input_lines import describe_lines, record_lines
 from spark_jobs.input_options import CORRUPT_RECORD
@@ -92,11 +87,11 @@ class RowEnrichment:
 
 @asynccontextmanager
 async def open_row_enrichment(
-    spec: JobSpec, partition: int, request_budget: int | None = None
+    spec: JobSpec, partition: int, request_budget: RequestBudget | None = None
 ) -> AsyncIterator[RowEnrichment]:
     """Open the spec's enrichment (one HTTP session, or the user's function) for a partition,
-    with the partition's part of the response cache when ``cache_dir`` is set. Past
-    ``request_budget`` calls, a call raises :class:`BudgetExhausted` instead."""
+    with the partition's part of the response cache when ``cache_dir`` is set. Once
+    ``request_budget`` is spent, a call raises ``BudgetExhausted`` instead."""
     if spec.enricher:
         async with open_user_function(spec.enricher) as user_function:
             yield _user_enrichment(spec, user_function, request_budget)
@@ -152,7 +147,9 @@ def _guarded(spec: JobSpec, function: RowFunction) -> RowFunction:
 
 
 def _user_enrichment(
-    spec: JobSpec, user_function: Callable[..., Awaitable[Any]], request_budget: int | None
+    spec: JobSpec,
+    user_function: Callable[..., Awaitable[Any]],
+    request_budget: RequestBudget | None,
 ) -> RowEnrichment:
     """A user's function, its returned document mapped through the response fields."""
     fields = [
@@ -163,8 +160,8 @@ def _user_enrichment(
 
     async def mapped(row: dict[str, Any]) -> dict[str, Any]:
         nonlocal calls
-        if request_budget is not None and calls >= request_budget:
-            raise BudgetExhausted(f"request budget of {request_budget} spent")
+        if request_budget is not None:
+            await request_budget.spend()
         calls += 1
         document = await user_function(row)
         output = {}

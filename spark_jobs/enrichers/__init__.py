@@ -31,6 +31,7 @@ from .errors import (
     parse_retry_after,
 )
 from .http import HttpEnricher
+from .request_budget import RequestBudget
 from .response_field import ResponseField
 from .secrets import Secret, SecretError, read_token
 from .user_function import UserFunctionError, load_user_function, open_user_function
@@ -45,6 +46,7 @@ __all__ = [
     "MissingFieldError",
     "NotFoundError",
     "PermanentError",
+    "RequestBudget",
     "ResponseField",
     "ResponseTooLargeError",
     "RetryableError",

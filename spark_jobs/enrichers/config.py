@@ -78,7 +78,7 @@ class HttpEnricherConfig:
     requests_per_second: float | None = None
     """Request budget of the whole job (retries included); None for no limit."""
     partitions: int = 1
-    """How many partitions share ``requests_per_second`` (each gets an equal slice)."""
+    """How many partitions run at once and share ``requests_per_second`` equally."""
     capacity: int = defaults.CAPACITY
     """Most requests in flight per partition; also the connection pool's per-host limit."""
     throttle_window: int = defaults.THROTTLE_WINDOW
@@ -252,7 +252,7 @@ class HttpEnricherConfig:
 
     @property
     def rate_per_partition(self) -> float | None:
-        """This partition's share of the job's request budget."""
+        """This partition's share of the job's request rate (while it runs)."""
         if self.requests_per_second is None:
             return None
         return self.requests_per_second / self.partitions

@@ -37,6 +37,7 @@ from .errors import (
     snippet,
 )
 from .json_paths import CONVERTERS, ConversionError, compile_path, extract
+from .request_budget import RequestBudget
 from .sender import RequestSender
 from .templates import FieldSource, UrlTemplate
 
@@ -67,10 +68,10 @@ class HttpEnricher:
         self,
         config: HttpEnricherConfig,
         stored: StoredResponses | None = None,
-        request_budget: int | None = None,
+        request_budget: RequestBudget | None = None,
     ) -> None:
-        """``stored``: answers kept across runs; ``request_budget``: requests this enricher
-        may make before it raises :class:`BudgetExhausted` instead of sending."""
+        """``stored``: answers kept across runs; ``request_budget``: what this enricher
+        may send before it raises :class:`BudgetExhausted` instead of sending."""
         if config.batch is not None and (stored is not None or request_budget is not None):
             raise ValueError("a response cache or a request budget does not work with batching")
         self.config = config

@@ -19,7 +19,6 @@ from .attempt import AttemptLimits, AttemptTimeout, BodyTooLarge, Reply, Unsuppo
 from .config import HttpEnricherConfig
 from .errors import (
     RETRYABLE_4XX,
-    BudgetExhausted,
     ClientStatusError,
     EnrichmentError,
     InvalidResponseError,
@@ -37,6 +36,7 @@ from .rate_control import RateController
 from .rate_headers import QuotaHint, quota_hint
 from .rate_limit import AdaptiveConcurrency
 from .redirects import REDIRECT_STATUSES, Hop, RedirectRefused, next_hop
+from .request_budget import RequestBudget
 from .secrets import Secret
 from .session import open_session
 
@@ -47,7 +47,7 @@ class RequestSender:
     """Sends the requests of one enricher over its session, open between :meth:`open`
     and :meth:`close` (``HttpEnricher``'s ``async with``)."""
 
-    def __init__(self, config: HttpEnricherConfig, request_budget: int | None) -> None:
+    def __init__(self, config: HttpEnricherConfig, request_budget: RequestBudget | None) -> None:
         self.config = config
         self.session: aiohttp.ClientSession | None = None
         self._secrets: list[Secret] = []
@@ -127,7 +127,7 @@ class RequestSender:
     ) -> Awaitable[tuple[int, bytes]] | None:
         """The hedged request, if a concurrency slot and a rate slot are free right now
         (it never waits) and the request budget has room for it."""
-        if self._budget is not None and self.requests_made >= self._budget:
+        if self._budget is not None and self._budget.left == 0:
             return None
         ticket = self.limiter.try_acquire()
         if ticket is None:
@@ -202,8 +202,8 @@ class RequestSender:
             if wait > 0:
                 async with untimed():
                     await rate.wait_for_slot(wait)
-        if self._budget is not None and self.requests_made >= self._budget:
-            raise BudgetExhausted(f"request budget of {self._budget} spent")
+        if self._budget is not None:
+            await self._budget.spend()
         self.requests_made += 1
         rate.sending()
         started = time.monotonic()

@@ -20,7 +20,7 @@ The parts, one job each (``runner.py`` wires them for one attempt):
 ``replay.py``       the committed segments of the manifest resumed from
 ``input.py``        the input as row indexes and watermarks; rows held by index
 ``outage.py``       transient failures held back until they prove an outage
-``budget.py``       records whose call met the run's spent request budget
+``budget.py``       the run's request budget: claims from its ledger, records it stopped
 ``epoch.py``        output rows and batches since the last cut
 ``stats.py``        the counters a manifest carries across attempts
 ``committer.py``    writing a cut (segments, then the manifest) one at a time

@@ -2,7 +2,9 @@
 
 Such a record was never called (the budget refused the request), so it is neither a
 failure nor a dead letter: its outcome is held back and it goes into the last snapshot as
-a record to call again.
+a record to call again. The attempt's requests come from the run's ledger
+(``snapshots/budget_ledger.py``) in chunks, claimed as it needs them; a partition that
+ends gives back what it claimed and did not spend.
 """
 
 from __future__ import annotations
@@ -11,7 +13,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from spark_jobs.asyncwait import Failure, Result
-from spark_jobs.enrichers import BudgetExhausted
+from spark_jobs.enrichers import BudgetExhausted, RequestBudget
+from spark_jobs.job_spec import JobSpec
+from spark_jobs.snapshots import PartitionSnapshots
+from spark_jobs.snapshots.budget_ledger import BudgetLedger, chunk_size
+
+from .task import PartitionTask
 
 T = TypeVar("T")
 
@@ -19,9 +26,31 @@ T = TypeVar("T")
 class BudgetStop:
     """Notes the records that met the spent budget and holds their outcomes."""
 
-    def __init__(self) -> None:
+    def __init__(self, ledger: BudgetLedger | None = None, owner: str = "") -> None:
+        """``ledger``: the run's budget, claimed by ``owner`` (None: no budget)."""
         self._met: set[int] = set()
         self.held: list[Failure] = []
+        self._ledger = ledger
+        self.allowance: RequestBudget | None = None
+        if ledger is not None:
+            self.allowance = RequestBudget(claim=lambda: ledger.claim(owner))
+
+    @classmethod
+    def of(cls, spec: JobSpec, snapshots: PartitionSnapshots, task: PartitionTask) -> BudgetStop:
+        """The stop of one attempt, claiming from its run's ledger when ``max_requests``
+        is set. The ledger sits in the namespace, the partition directory's parent."""
+        if spec.max_requests is None:
+            return cls()
+        total, namespace = spec.max_requests, snapshots.path.rsplit("/", 1)[0]
+        chunk = chunk_size(total, spec.running_partitions)
+        ledger = BudgetLedger.at(spec.snapshot_dir, namespace, task.run_id, total, chunk)
+        return cls(ledger, f"partition {task.partition} attempt {task.attempt}")
+
+    def give_back(self) -> None:
+        """After the partition's last call: offer the others what it did not spend.
+        Blocking I/O."""
+        if self._ledger is not None and self.allowance is not None:
+            self._ledger.give_back(self.allowance.close())
 
     @property
     def spent(self) -> bool:

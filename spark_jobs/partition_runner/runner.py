@@ -129,7 +129,7 @@ class _Attempt:
         self.systemic = SystemicDetector(
             spec.systemic_threshold, task.partition, credentials_hint(spec.http)
         )
-        self.budget = BudgetStop()
+        self.budget = BudgetStop.of(spec, runner.snapshots, task)
         self.buffer = EpochBuffer(runner.schema, runner.enrichment_fields)
         policy = CutPolicy(spec.snapshot_interval, spec.snapshot_max_rows)
         recorder = runner.snapshots.attempt_ledger().recorder(
@@ -170,11 +170,9 @@ class _Attempt:
         self, elements: Iterator[Element], restored: OperatorSnapshot
     ) -> AsyncIterator[pa.RecordBatch]:
         spec = self.runner.spec
-        budget = spec.request_budget(self.task.partition)
-        if budget is not None:
-            budget = max(0, budget - self.stats.run_requests_before())
         await asyncio.to_thread(self.committer.begin)
-        async with open_row_enrichment(spec, self.task.partition, budget) as enrichment:
+        allowance = self.budget.allowance
+        async with open_row_enrichment(spec, self.task.partition, allowance) as enrichment:
             self.stats.counters = enrichment.counters
 
             def call(index: int) -> Awaitable[dict[str, Any]]:
@@ -259,6 +257,8 @@ class _Attempt:
         await self.committer.wait()  # raises if that write failed
         self._cut(final=stop is None, stop=stop, last=True)
         await self.committer.wait()
+        if stop is None:  # no call follows: what is left of its claims is the others'
+            await asyncio.to_thread(self.budget.give_back)
 
     def _cut(self, *, final: bool, stop: str | None = None, last: bool = False) -> None:
         """Take the consistent cut now; the committer writes it while calls continue.

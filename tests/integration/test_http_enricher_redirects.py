@@ -22,6 +22,7 @@ from spark_jobs.enrichers import (
     ClientStatusError,
     HttpEnricher,
     HttpEnricherConfig,
+    RequestBudget,
     default_retry_strategy,
 )
 
@@ -160,7 +161,7 @@ async def test_an_allowed_same_origin_redirect_is_a_call_counted_paced_and_paid(
             operator = AsyncWaitOperator(enrich, capacity=5, retry=retry)
             outputs = [o async for o in operator.run([{"id": f"c{i}"} for i in range(5)])][:-1]
             stats = enrich.stats
-        async with HttpEnricher(cfg, request_budget=1) as enrich:
+        async with HttpEnricher(cfg, request_budget=RequestBudget(1)) as enrich:
             with pytest.raises(BudgetExhausted):  # the hop needs a second request
                 await enrich({"id": "c9"})
     assert sorted(o.value["name"] for o in outputs) == [f"c{i}" for i in range(5)]
