@@ -82,3 +82,39 @@ def test_oversized_answers_are_not_kept(tmp_path):
 def test_ttl_must_be_positive(tmp_path):
     with pytest.raises(ValueError, match="ttl"):
         ResponseCache(str(tmp_path), partition=0, partitions=1, ttl_s=0)
+
+
+def test_taken_answers_leave_memory_and_each_take_is_written_as_its_own_file(tmp_path):
+    clock = Clock()
+    first = cache(tmp_path, clock)
+    first.put("GET", URL, None, b'{"name": "Ada"}')
+    first.put("GET", URL + "2", None, b'{"name": "Bob"}')
+    assert first.held == 2 and first.get("GET", URL, None) == b'{"name": "Ada"}'
+    at_first_cut = first.take()
+    assert first.held == 0
+    assert first.get("GET", URL, None) is None  # no longer in memory: the LRU's job now
+    first.put("GET", URL + "3", None, b'{"name": "Cy"}')
+    first.write(at_first_cut)
+    first.flush()  # the end: what no cut took
+    assert first.held == 0 and first.most_held == 2
+    assert (first.stored, first.files_written) == (3, 2)
+    assert sorted(pq.read_metadata(p).num_rows for p in tmp_path.rglob("*.parquet")) == [1, 2]
+    second = cache(tmp_path, clock)
+    assert [second.get("GET", URL + s, None) for s in ("", "2", "3")] == [
+        b'{"name": "Ada"}',
+        b'{"name": "Bob"}',
+        b'{"name": "Cy"}',
+    ]
+
+
+def test_an_empty_take_writes_no_file_and_a_failed_write_only_warns(tmp_path, caplog):
+    clock = Clock()
+    made = cache(tmp_path, clock)
+    made.write(made.take())
+    assert not list(tmp_path.rglob("*.parquet"))
+    made.put("GET", URL, None, b"{}")
+    answers = made.take()
+    (tmp_path / "partitions=4").write_text("")  # a file where its folder should be
+    made.keep(answers)
+    assert "response cache: could not write" in caplog.text
+    assert made.files_written == 0
