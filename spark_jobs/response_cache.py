@@ -11,16 +11,19 @@ reads only its own folder (records reach the same partition by the job's key has
 its memory holds only the entries it may need. Files are immutable: a run adds one per
 partition at each snapshot cut that has new answers (``take`` on the event loop, ``write``
 in the committer's thread), so a crash loses no answer a cut has seen and memory holds at
-most the answers since the last cut. Each file has ``key, stored_at, payload, check``
-columns; ``check`` covers key, time and body, so a corrupt file or row is skipped (its
-keys are called again), never served. A file whose newest entry has expired is deleted
-by the partition reading it. Only raw 2xx bodies are stored: a changed response-field
-configuration still hits, and a changed URL or body is another key.
+most the answers since the last cut; a partition that finds more than
+``MERGE_AFTER_FILES`` live files merges them into one as it loads. Each file has ``key,
+stored_at, payload, check`` columns; ``check`` covers key, time and body, so a corrupt
+file or row is skipped (its keys are called again), never served. A file whose newest
+entry has expired is deleted by the partition reading it. Only raw 2xx bodies are
+stored: a changed response-field configuration still hits, and a changed URL or body is
+another key.
 Requests are keyed by method, URL and body, never by the token (it travels in headers).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import logging
@@ -45,6 +48,9 @@ _SCHEMA = pa.schema(
     ]
 )
 DEFAULT_MAX_ENTRY_BYTES = 256 * 2**10
+#: A partition that finds more live files than this merges them into one as it loads:
+#: every cut of a run adds a file, and the next runs would otherwise read them all again.
+MERGE_AFTER_FILES = 16
 
 
 def request_key(method: str, url: object, body: str | None) -> str:
@@ -101,6 +107,7 @@ class ResponseCache:
     def load(self) -> None:
         """Read this partition's unexpired entries; skip corrupt ones, delete dead files."""
         now = self._clock()
+        live = []
         for info in list_entries(self.fs, self.directory):
             name = info["name"]
             if not name.endswith(".parquet"):
@@ -115,6 +122,10 @@ class ResponseCache:
             if newest is not None and newest + self.ttl_s <= now:
                 self.fs.rm_file(name)
                 self.expired_files_deleted += 1
+            elif newest is not None:
+                live.append(name)
+        if len(live) > MERGE_AFTER_FILES:
+            self._merge(live)
         logger.info(
             "response cache: %d entries for %s (%d corrupt skipped, %d expired files removed)",
             len(self._entries),
@@ -122,6 +133,17 @@ class ResponseCache:
             self.skipped_corrupt,
             self.expired_files_deleted,
         )
+
+    def _merge(self, files: list[str]) -> None:
+        """Write the live entries as one file, then remove the files they came from (a
+        kill in between leaves both: the same entries twice, never fewer)."""
+        try:
+            self._write_file(self._entries)
+            for name in files:
+                with contextlib.suppress(FileNotFoundError):  # merged by another attempt
+                    self.fs.rm_file(name)
+        except OSError as error:
+            logger.warning("response cache: could not merge %s: %s", self.directory, error)
 
     def _take(self, table: pa.Table, now: float) -> float | None:
         """Keep the valid, unexpired rows of one file; returns its newest time."""
@@ -179,8 +201,12 @@ class ResponseCache:
 
     def write(self, answers: Answers) -> None:
         """Write ``answers`` as one new immutable file (none when empty)."""
-        if not answers:
-            return
+        if answers:
+            self._write_file(answers)
+            self.stored += len(answers)
+            self.files_written += 1
+
+    def _write_file(self, answers: Answers) -> None:
         keys = list(answers)
         times = [answers[k][0] for k in keys]
         payloads = [answers[k][1] for k in keys]
@@ -190,5 +216,3 @@ class ResponseCache:
         pq.write_table(table, buffer)
         name = f"{int(self._clock() * 1000):015d}-{uuid.uuid4().hex[:12]}.parquet"
         write_new_file(self.fs, self.directory, name, buffer.getvalue())
-        self.stored += len(keys)
-        self.files_written += 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
-from spark_jobs.response_cache import ResponseCache
+from spark_jobs.response_cache import MERGE_AFTER_FILES, ResponseCache
 
 URL = "http://api/customers/c1"
 
@@ -118,3 +118,35 @@ def test_an_empty_take_writes_no_file_and_a_failed_write_only_warns(tmp_path, ca
     made.keep(answers)
     assert "response cache: could not write" in caplog.text
     assert made.files_written == 0
+
+
+def test_a_load_that_finds_many_files_merges_the_live_entries_into_one(tmp_path):
+    clock = Clock()
+    start, files, expired = clock.now, MERGE_AFTER_FILES + 8, 4
+    writer = cache(tmp_path, clock, ttl_s=100)
+    for n in range(files):  # one file per cut, as a long run writes them
+        clock.now = start + n
+        writer.put("GET", f"{URL}/{n}", None, f'{{"n": {n}}}'.encode())
+        writer.write(writer.take())
+    assert len(list(tmp_path.rglob("*.parquet"))) == files
+    clock.now = start + 100 + expired - 1  # the entries 0 to 3 have expired
+    merging = cache(tmp_path, clock, ttl_s=100)
+    [merged] = tmp_path.rglob("*.parquet")
+    assert pq.read_metadata(merged).num_rows == files - expired
+    after = cache(tmp_path, clock, ttl_s=100)
+    for reader in (merging, after):
+        assert reader.get("GET", f"{URL}/{expired - 1}", None) is None
+        assert [reader.get("GET", f"{URL}/{n}", None) for n in (expired, files - 1)] == [
+            f'{{"n": {expired}}}'.encode(),
+            f'{{"n": {files - 1}}}'.encode(),
+        ]
+
+
+def test_a_few_files_are_left_as_they_are(tmp_path):
+    clock = Clock()
+    writer = cache(tmp_path, clock)
+    for n in range(3):
+        writer.put("GET", f"{URL}/{n}", None, b"{}")
+        writer.write(writer.take())
+    cache(tmp_path, clock)
+    assert len(list(tmp_path.rglob("*.parquet"))) == 3
