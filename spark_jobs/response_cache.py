@@ -8,17 +8,22 @@ server is needed on a cluster.
 
 Layout: ``<cache dir>/partitions=N/part-PPPPP/<written-at>-<token>.parquet``. A partition
 reads only its own folder (records reach the same partition by the job's key hash), so
-its memory holds only the entries it may need. Files are immutable: each run adds one per
-partition, with ``key, stored_at, payload, check`` columns. ``check`` covers key, time
-and body, so a corrupt file or row is skipped (its keys are called again), never
-served. A file whose newest entry has expired is deleted by the partition reading it.
-Only raw 2xx bodies are stored: a changed response-field configuration still hits, and a
-changed URL or body is another key.
+its memory holds only the entries it may need. Files are immutable: a run adds one per
+partition at each snapshot cut that has new answers (``take`` on the event loop, ``write``
+in the committer's thread), so a crash loses no answer a cut has seen and memory holds at
+most the answers since the last cut; a partition that finds more than
+``MERGE_AFTER_FILES`` live files merges them into one as it loads. Each file has ``key,
+stored_at, payload, check`` columns; ``check`` covers key, time and body, so a corrupt
+file or row is skipped (its keys are called again), never served. A file whose newest
+entry has expired is deleted by the partition reading it. Only raw 2xx bodies are
+stored: a changed response-field configuration still hits, and a changed URL or body is
+another key.
 Requests are keyed by method, URL and body, never by the token (it travels in headers).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import logging
@@ -43,6 +48,9 @@ _SCHEMA = pa.schema(
     ]
 )
 DEFAULT_MAX_ENTRY_BYTES = 256 * 2**10
+#: A partition that finds more live files than this merges them into one as it loads:
+#: every cut of a run adds a file, and the next runs would otherwise read them all again.
+MERGE_AFTER_FILES = 16
 
 
 def request_key(method: str, url: object, body: str | None) -> str:
@@ -56,11 +64,18 @@ def _check(key: str, stored_at: float, payload: bytes) -> str:
     return digest.hexdigest()[:32]
 
 
-class ResponseCache:
-    """One partition's part of the cache: ``load()``, then ``get``/``put``, then ``flush()``.
+Answers = dict[str, tuple[float, bytes]]
+"""New answers by key: (stored at, raw body)."""
 
-    ``load`` and ``flush`` do blocking storage I/O (run them in a thread); ``get`` and
-    ``put`` are memory-only and cheap enough for the hot path.
+
+class ResponseCache:
+    """One partition's part of the cache: ``load()``, then ``get``/``put``, with ``take()``
+    and ``write()`` at each cut and ``flush()`` at the end.
+
+    ``load``, ``write`` and ``flush`` do blocking storage I/O (run them in a thread);
+    ``get``, ``put`` and ``take`` are memory-only and cheap enough for the hot path. A new
+    answer is kept in memory only until the next ``take``: after that, repeats within the
+    run are the in-run LRU cache's job (``http.cache_size``), and the next run loads it.
     """
 
     def __init__(
@@ -81,15 +96,18 @@ class ResponseCache:
         self.max_entry_bytes = max_entry_bytes
         self._clock = clock
         self._entries: dict[str, tuple[float, bytes]] = {}
-        self._new: dict[str, tuple[float, bytes]] = {}
+        self._new: Answers = {}
         self.hits = 0
         self.stored = 0
+        self.files_written = 0
+        self.most_held = 0  # the most new answers held in memory at once (at a take)
         self.skipped_corrupt = 0
         self.expired_files_deleted = 0
 
     def load(self) -> None:
         """Read this partition's unexpired entries; skip corrupt ones, delete dead files."""
         now = self._clock()
+        live = []
         for info in list_entries(self.fs, self.directory):
             name = info["name"]
             if not name.endswith(".parquet"):
@@ -104,6 +122,10 @@ class ResponseCache:
             if newest is not None and newest + self.ttl_s <= now:
                 self.fs.rm_file(name)
                 self.expired_files_deleted += 1
+            elif newest is not None:
+                live.append(name)
+        if len(live) > MERGE_AFTER_FILES:
+            self._merge(live)
         logger.info(
             "response cache: %d entries for %s (%d corrupt skipped, %d expired files removed)",
             len(self._entries),
@@ -111,6 +133,17 @@ class ResponseCache:
             self.skipped_corrupt,
             self.expired_files_deleted,
         )
+
+    def _merge(self, files: list[str]) -> None:
+        """Write the live entries as one file, then remove the files they came from (a
+        kill in between leaves both: the same entries twice, never fewer)."""
+        try:
+            self._write_file(self._entries)
+            for name in files:
+                with contextlib.suppress(FileNotFoundError):  # merged by another attempt
+                    self.fs.rm_file(name)
+        except OSError as error:
+            logger.warning("response cache: could not merge %s: %s", self.directory, error)
 
     def _take(self, table: pa.Table, now: float) -> float | None:
         """Keep the valid, unexpired rows of one file; returns its newest time."""
@@ -129,7 +162,8 @@ class ResponseCache:
 
     def get(self, method: str, url: object, body: str | None) -> bytes | None:
         """The stored body of this request, if one younger than the TTL exists."""
-        entry = self._entries.get(request_key(method, url, body))
+        key = request_key(method, url, body)
+        entry = self._new.get(key) or self._entries.get(key)
         if entry is None or entry[0] + self.ttl_s <= self._clock():
             return None
         self.hits += 1
@@ -139,22 +173,46 @@ class ResponseCache:
         """Remember a successful raw answer (too large ones are not kept)."""
         if len(payload) > self.max_entry_bytes:
             return
-        key = request_key(method, url, body)
-        entry = (self._clock(), payload)
-        self._entries[key] = self._new[key] = entry
+        self._new[request_key(method, url, body)] = (self._clock(), payload)
+
+    @property
+    def held(self) -> int:
+        """New answers in memory, not yet taken for a file."""
+        return len(self._new)
+
+    def take(self) -> Answers:
+        """The new answers since the last take, handed over to be written (they leave
+        this cache's memory: a snapshot cut writes them, see ``write``)."""
+        answers, self._new = self._new, {}
+        self.most_held = max(self.most_held, len(answers))
+        return answers
 
     def flush(self) -> None:
-        """Write what this run added as one new immutable file."""
-        if not self._new:
-            return
-        keys = list(self._new)
-        times = [self._new[k][0] for k in keys]
-        payloads = [self._new[k][1] for k in keys]
+        """Write what is still held (the end of the partition) as one new file."""
+        self.write(self.take())
+
+    def keep(self, answers: Answers) -> None:
+        """``write``, for the job: a cache that cannot be written costs calls next time,
+        never this run's output."""
+        try:
+            self.write(answers)
+        except OSError as error:
+            logger.warning("response cache: could not write %s: %s", self.directory, error)
+
+    def write(self, answers: Answers) -> None:
+        """Write ``answers`` as one new immutable file (none when empty)."""
+        if answers:
+            self._write_file(answers)
+            self.stored += len(answers)
+            self.files_written += 1
+
+    def _write_file(self, answers: Answers) -> None:
+        keys = list(answers)
+        times = [answers[k][0] for k in keys]
+        payloads = [answers[k][1] for k in keys]
         checks = [_check(k, t, p) for k, t, p in zip(keys, times, payloads, strict=True)]
         table = pa.table([keys, times, payloads, checks], schema=_SCHEMA)
         buffer = io.BytesIO()
         pq.write_table(table, buffer)
         name = f"{int(self._clock() * 1000):015d}-{uuid.uuid4().hex[:12]}.parquet"
         write_new_file(self.fs, self.directory, name, buffer.getvalue())
-        self.stored += len(keys)
-        self._new = {}

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spark_jobs.enrichers import HttpEnricher, PermanentError, RequestBudget, open_user_function
+from spark_jobs.enrichers.dedup import LruCache
 from spark_jobs.enrichers.json_paths import CONVERTERS, compile_path, extract
 from spark_jobs.input_lines import describe_lines, record_lines
 from spark_jobs.input_options import CORRUPT_RECORD
@@ -83,15 +84,21 @@ class RowEnrichment:
 
     call: RowFunction
     counters: Callable[[], dict[str, int]]
+    stored: ResponseCache | None = None
+    """The partition's part of the response cache, whose new answers each cut writes."""
 
 
 @asynccontextmanager
 async def open_row_enrichment(
-    spec: JobSpec, partition: int, request_budget: RequestBudget | None = None
+    spec: JobSpec,
+    partition: int,
+    request_budget: RequestBudget | None = None,
+    answered: LruCache[dict[str, Any]] | None = None,
 ) -> AsyncIterator[RowEnrichment]:
     """Open the spec's enrichment (one HTTP session, or the user's function) for a partition,
     with the partition's part of the response cache when ``cache_dir`` is set. Once
-    ``request_budget`` is spent, a call raises ``BudgetExhausted`` instead."""
+    ``request_budget`` is spent, a call raises ``BudgetExhausted`` instead. ``answered``
+    starts the HTTP enricher's LRU cache (answers a resumed partition already paid for)."""
     if spec.enricher:
         async with open_user_function(spec.enricher) as user_function:
             yield _user_enrichment(spec, user_function, request_budget)
@@ -106,20 +113,19 @@ async def open_row_enrichment(
         )
         await asyncio.to_thread(stored.load)
     try:
-        async with HttpEnricher(spec.http_config(), stored, request_budget) as enrich:
-            yield RowEnrichment(_guarded(spec, enrich), lambda: _http_counters(enrich.stats))
+        async with HttpEnricher(spec.http_config(), stored, request_budget, answered) as enrich:
+            yield RowEnrichment(
+                _guarded(spec, enrich), lambda: _http_counters(enrich.stats), stored
+            )
     finally:
         if stored is not None:
-            await _flush(stored)
-
-
-async def _flush(stored: ResponseCache) -> None:
-    """Keep this run's answers for the next; a cache that cannot be written costs calls
-    next time, never this run's output."""
-    try:
-        await asyncio.to_thread(stored.flush)
-    except OSError as error:
-        logger.warning("response cache: could not write %s: %s", stored.directory, error)
+            await asyncio.to_thread(stored.keep, stored.take())  # what no cut took
+            logger.info(
+                "response cache: %d new answers in %d files, at most %d held at once",
+                stored.stored,
+                stored.files_written,
+                stored.most_held,
+            )
 
 
 def _http_counters(stats: dict[str, Any]) -> dict[str, int]:

@@ -32,14 +32,14 @@ from .errors import (
     EnrichmentError,
     InvalidResponseError,
     NotFoundError,
-    PermanentError,
     is_retryable,
     snippet,
 )
 from .json_paths import CONVERTERS, ConversionError, compile_path, extract
 from .request_budget import RequestBudget
+from .request_keys import RequestKeys
 from .sender import RequestSender
-from .templates import FieldSource, UrlTemplate
+from .templates import UrlTemplate
 
 if TYPE_CHECKING:
     import aiohttp
@@ -69,30 +69,31 @@ class HttpEnricher:
         config: HttpEnricherConfig,
         stored: StoredResponses | None = None,
         request_budget: RequestBudget | None = None,
+        answered: LruCache[Output] | None = None,
     ) -> None:
         """``stored``: answers kept across runs; ``request_budget``: what this enricher
-        may send before it raises :class:`BudgetExhausted` instead of sending."""
+        may send before it raises :class:`BudgetExhausted` instead of sending;
+        ``answered``: the LRU cache to start from, keyed by :class:`RequestKeys` (a
+        resumed partition's replayed answers), instead of an empty one."""
         if config.batch is not None and (stored is not None or request_budget is not None):
             raise ValueError("a response cache or a request budget does not work with batching")
         self.config = config
         self._stored = stored
         self._method = config.method
         self._batch: BatchConfig | None = config.batch
-        self._url = None if config.batch is not None else config.compile_url()
-        self._body = config.compile_body() if config.body_template is not None else None
+        self._request = RequestKeys(config)
         self._fields = [
             (name, spec.path, compile_path(spec.path), CONVERTERS[spec.type])
             for name, spec in config.response_fields.items()
         ]
         self._output_names = tuple(config.response_fields)
-        self._cache: LruCache[Output] | None = (
-            LruCache(config.cache_size) if config.cache_size else None
-        )
+        self._cache: LruCache[Output] | None = answered
+        if answered is None and config.cache_size:
+            self._cache = LruCache(config.cache_size)
         self._coalescer: Coalescer[Output] | None = Coalescer() if config.coalesce else None
         self._sender = RequestSender(config, request_budget)
         self._results_path = compile_path(config.batch.results_path) if config.batch else None
         self._batcher: Batcher[Any, Output] | None = None
-        self._key_source = FieldSource("key_field", None)
         self.cache_hits = 0
         self.batches_sent = 0
         self.stored_hits = 0
@@ -128,17 +129,7 @@ class HttpEnricher:
 
     async def __call__(self, record: Mapping[str, Any]) -> Output:
         """The typed output fields for ``record``; raises an :class:`EnrichmentError`."""
-        if self._batch is not None:
-            key: Any = self._batch_key(record)
-        else:
-            assert self._url is not None
-            url = self._url.fill(record)
-            if self._body is None:
-                body = None
-                key = url if self._method == "GET" else (self._method, url)
-            else:
-                body = json.dumps(self._body.fill(record), separators=(",", ":"), default=str)
-                key = (self._method, url, body)
+        key, url, body = self._request(record)
         cache = self._cache
         if cache is not None:
             cached = cache.get(key)
@@ -146,12 +137,12 @@ class HttpEnricher:
                 self.cache_hits += 1
                 return dict(cached)
         if self._coalescer is not None:
-            if self._batch is not None:
+            if url is None:
                 output = await self._coalescer.run(key, self._fetch_batched, key)
             else:
                 output = await self._coalescer.run(key, self._fetch, key, url, body)
             return dict(output)
-        if self._batch is not None:
+        if url is None:
             output = await self._fetch_batched(key)
         else:
             output = await self._fetch(key, url, body)
@@ -218,17 +209,6 @@ class HttpEnricher:
             ) from None
 
     # -- batching -----------------------------------------------------------------------
-
-    def _batch_key(self, record: Mapping[str, Any]) -> str | int:
-        key_field = self.config.key_field
-        assert key_field is not None
-        key = self._key_source.value(record, key_field)
-        if isinstance(key, bool) or not isinstance(key, str | int):
-            raise PermanentError(
-                f"key_field {key_field!r} must hold a string or an integer to batch on, "
-                f"got {type(key).__name__}"
-            )
-        return key
 
     async def _send_batch(self, keys: list[Any]) -> dict[Any, Output | Exception]:
         batch = self._batch

@@ -4,7 +4,8 @@ A cut is taken on the event loop at one instant (between two outputs) and writte
 worker thread while calls stay in flight. One write at a time: a cut waits for the last
 one, and a failed write fails the task rather than losing data. Each cut also rewrites
 the attempt's own record of what it paid (``snapshots/attempt_counts.py``): calls made so
-far, those in flight or retrying included, so a kill loses at most one interval's calls.
+far, those in flight or retrying included, so a kill loses at most one interval's calls;
+and it writes the response cache's answers taken at the cut, so a kill loses none of them.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from spark_jobs.asyncwait import OperatorSnapshot
+from spark_jobs.response_cache import Answers, ResponseCache
 from spark_jobs.snapshots import AttemptRecorder, Manifest, PartitionSnapshots, SegmentRef
 
 from .epoch import Epoch
@@ -52,7 +54,8 @@ class SnapshotCommitter:
     """Commits the cuts of one partition attempt, continuing from ``resumed``.
 
     ``check_lease`` runs before every manifest commit (a fenced-off run raises there);
-    ``recorder`` keeps the attempt's own record (see :meth:`begin`).
+    ``recorder`` keeps the attempt's own record (see :meth:`begin`); ``stored``, once the
+    enrichment is open, is the response cache whose new answers each cut takes and writes.
     """
 
     def __init__(
@@ -72,6 +75,7 @@ class SnapshotCommitter:
         self.last_committed = resumed
         self._write_task: asyncio.Future[Manifest] | None = None
         self._last_cut = time.monotonic()
+        self.stored: ResponseCache | None = None
 
     def begin(self) -> None:
         """Record the attempt before its first call (blocking): one that dies before its
@@ -90,7 +94,8 @@ class SnapshotCommitter:
         if self._write_task is not None:
             self._write_task.result()  # a failed write fails the task rather than losing data
         self._last_cut = time.monotonic()
-        self._write_task = asyncio.ensure_future(asyncio.to_thread(self._write, cut))
+        answers = self.stored.take() if self.stored is not None else {}  # at the cut's instant
+        self._write_task = asyncio.ensure_future(asyncio.to_thread(self._write, cut, answers))
 
     async def wait(self) -> None:
         """Wait for the write in flight, if any; raises if it failed."""
@@ -103,10 +108,18 @@ class SnapshotCommitter:
         if self._write_task is not None and not self._write_task.done():
             await asyncio.wait([self._write_task])
 
-    def _write(self, cut: Cut) -> Manifest:
+    def _write(self, cut: Cut, answers: Answers) -> Manifest:
         """The attempt's record, segments, then the manifest (in a worker thread: blocking
         storage I/O). The record goes first: what a kill loses is then the calls since
-        the cut was taken, not those during a slow segment write too."""
+        the cut was taken, not those during a slow segment write too. The cache's answers
+        go last, even when the commit fails: they are paid for whatever happens to it."""
+        try:
+            return self._commit(cut)
+        finally:
+            if self.stored is not None:
+                self.stored.keep(answers)
+
+    def _commit(self, cut: Cut) -> Manifest:
         store, task = self.snapshots, self.task
         self.check_lease()  # a fenced-off run records nothing more either
         self.recorder.write(cut.own, final=cut.last)

@@ -46,6 +46,7 @@ from .input import (
     with_watermarks,
 )
 from .outage import ApiOutageError, OutageDetector, retry_transient
+from .paid import PaidAnswers
 from .replay import pending_outcomes, replay
 from .stats import RunStats
 from .systemic import SystemicDetector, SystemicFailureError, credentials_hint
@@ -139,10 +140,12 @@ class _Attempt:
             runner.snapshots, runner.schema, task, resumed, policy, runner.check_lease, recorder
         )
         self.operator: AsyncWaitOperator | None = None
+        self.paid = PaidAnswers(spec)  # what a resume already paid for: its LRU to start
 
     async def replay(self, manifest: Manifest) -> AsyncIterator[pa.RecordBatch]:
         async for batch in replay(self.runner.snapshots, self.runner.schema, manifest):
             self.stats.replayed += batch.num_rows
+            self.paid.replayed(batch)
             yield batch
         self.stats.replayed += pending_outcomes(manifest)
         logger.info(
@@ -160,6 +163,7 @@ class _Attempt:
         if self.resumed is not None:
             restored = OperatorSnapshot(list(self.resumed.pending), self.resumed.input_offset)
             self.inputs.skip(elements, restored)
+            self.paid.restored(self.inputs, restored)
         try:
             async for batch in self._enrich(elements, restored):
                 yield batch
@@ -169,11 +173,11 @@ class _Attempt:
     async def _enrich(
         self, elements: Iterator[Element], restored: OperatorSnapshot
     ) -> AsyncIterator[pa.RecordBatch]:
-        spec = self.runner.spec
+        spec, budget = self.runner.spec, self.budget.allowance
         await asyncio.to_thread(self.committer.begin)
-        allowance = self.budget.allowance
-        async with open_row_enrichment(spec, self.task.partition, allowance) as enrichment:
-            self.stats.counters = enrichment.counters
+        opened = open_row_enrichment(spec, self.task.partition, budget, self.paid.answered)
+        async with opened as enrichment:
+            self.stats.counters, self.committer.stored = enrichment.counters, enrichment.stored
 
             def call(index: int) -> Awaitable[dict[str, Any]]:
                 # Returns enrichment's coroutine rather than awaiting it in one of its

@@ -55,17 +55,20 @@ def test_within_the_ttl_a_second_run_makes_no_calls_and_after_it_calls_again(tmp
 def test_corrupt_or_deleted_cache_files_cost_calls_never_wrong_values(tmp_path):
     with demo_api("--latency-ms", "5") as api:
         day1, _ = run_day(tmp_path, "day1", api.url)
-        parts = sorted((tmp_path / "cache" / "partitions=4").iterdir())
-        [deleted] = list(parts[0].glob("*.parquet"))
-        deleted.unlink()
-        [torn] = list(parts[1].glob("*.parquet"))
-        torn.write_bytes(torn.read_bytes()[:100])
-        [tampered] = list(parts[2].glob("*.parquet"))
-        table = pq.read_table(tampered)
-        payloads = [b'{"name": "Mallory", "score": 0.5}'] * table.num_rows
-        pq.write_table(table.set_column(2, "payload", [payloads]), tampered)
-        [intact] = list(parts[3].glob("*.parquet"))
-        kept = pq.read_metadata(intact).num_rows
+        # A partition writes a file at each snapshot cut that has new answers.
+        parts = [
+            sorted(p.glob("*.parquet"))
+            for p in sorted((tmp_path / "cache" / "partitions=4").iterdir())
+        ]
+        for deleted in parts[0]:
+            deleted.unlink()
+        for torn in parts[1]:
+            torn.write_bytes(torn.read_bytes()[:100])
+        for tampered in parts[2]:
+            table = pq.read_table(tampered)
+            payloads = [b'{"name": "Mallory", "score": 0.5}'] * table.num_rows
+            pq.write_table(table.set_column(2, "payload", [payloads]), tampered)
+        kept = sum(pq.read_metadata(intact).num_rows for intact in parts[3])
         before = sum(api.calls_per_key().values())
         day2, summary2 = run_day(tmp_path, "day2", api.url)
         calls = sum(api.calls_per_key().values()) - before

@@ -14,6 +14,7 @@ from spark_jobs.partition_runner.committer import Cut, CutPolicy, SnapshotCommit
 from spark_jobs.partition_runner.epoch import Epoch
 from spark_jobs.partition_runner.replay import pending_outcomes, replay
 from spark_jobs.partition_runner.task import PartitionTask
+from spark_jobs.response_cache import ResponseCache
 from spark_jobs.snapshots import LeaseError, Manifest, NamespaceKey, SnapshotStore
 
 SCHEMA = pa.schema([("id", pa.string()), ("score", pa.float64()), ("_error", pa.string())])
@@ -134,3 +135,36 @@ def test_pending_outcomes_counts_entries_that_will_not_be_called_again() -> None
         ],
     )
     assert pending_outcomes(manifest) == 2
+
+
+async def test_a_cut_takes_the_caches_new_answers_and_writes_them_with_the_snapshot(
+    store, tmp_path
+) -> None:
+    cache = ResponseCache(str(tmp_path / "cache"), partition=0, partitions=1, ttl_s=3600)
+    writer = committer(store)
+    writer.stored = cache
+    for key in ("a", "b"):
+        cache.put("GET", f"http://api/{key}", None, b"{}")
+    writer.start(cut(2, ["a", "b"]))
+    assert cache.held == 0  # taken at the cut's instant, not when the write ends
+    cache.put("GET", "http://api/c", None, b"{}")  # a call that ends while the cut is written
+    await writer.wait()
+    assert (cache.files_written, cache.stored, cache.held) == (1, 2, 1)
+    writer.start(cut(3, ["c"]))
+    await writer.wait()
+    assert (cache.files_written, cache.stored, cache.held, cache.most_held) == (2, 3, 0, 2)
+    assert store.latest().epoch == 1
+
+
+async def test_the_answers_of_a_cut_are_kept_even_when_its_commit_fails(store, tmp_path) -> None:
+    def fenced_off() -> None:
+        raise LeaseError("fenced off")
+
+    cache = ResponseCache(str(tmp_path / "cache"), partition=0, partitions=1, ttl_s=3600)
+    writer = committer(store, check_lease=fenced_off)
+    writer.stored = cache
+    cache.put("GET", "http://api/a", None, b"{}")
+    writer.start(cut(1, ["a"]))
+    with pytest.raises(LeaseError):
+        await writer.wait()
+    assert store.latest() is None and cache.files_written == 1  # paid for all the same
