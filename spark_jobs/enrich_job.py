@@ -45,6 +45,7 @@ from spark_jobs.snapshots import (
     NamespaceLease,
     SnapshotStore,
 )
+from spark_jobs.snapshots.namespace_progress import ProgressFolder
 from spark_jobs.snapshots.resume import Decision, ResumeRefusedError, decide
 from spark_jobs.spark_io import (
     input_fingerprint,
@@ -160,16 +161,17 @@ def _run_holding_lease(
     enrich = _partition_function(spec, key, job_record["fingerprint"], sizes, schema, run_id)
     enriched = partitioned.mapInArrow(enrich, from_arrow_schema(schema))
     staging = staging_for(spec.output, run_id)
+    folder = ProgressFolder(store, key, run_id, spec.partitions, records_in)
     try:
-        with ProgressReporter(store, key, sizes, spec.progress_interval):
+        with ProgressReporter(folder, sizes, spec.progress_interval) as progress:
             counts = write_outputs(enriched, spec, staging)
-        fail_if(
-            store, key, job_record, run_id, systemic_failure(store.namespace_progress(key), run_id)
-        )
+        record = progress.final()
+        fail_if(store, key, job_record, run_id, systemic_failure(record.partitions, run_id))
         summary = build_summary(
             store,
             key,
             spec,
+            progress=record,
             records_in=records_in,
             counts=counts,
             resumed=decision.resume,
