@@ -13,11 +13,15 @@ import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
+from typing import Any
 
 from spark_jobs.snapshots.namespace_progress import ProgressFolder
 from spark_jobs.snapshots.progress_record import ProgressRecord
 
 logger = logging.getLogger("enrich_job.progress")
+
+#: The longest the driver waits for killed tasks to end after a failed job.
+TASKS_END_S = 30.0
 
 
 class ProgressReporter:
@@ -35,8 +39,10 @@ class ProgressReporter:
         sizes: dict[int, int],
         interval: float,
         clock: Callable[[], float] = time.monotonic,
+        settle: Callable[[], object] = lambda: None,
     ) -> None:
         self.folder, self.sizes, self.interval = folder, sizes, interval
+        self._settle = settle
         self._clock = clock
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="progress", daemon=True)
@@ -57,6 +63,7 @@ class ProgressReporter:
         self._thread.join()
         if error is not None:  # where the failed run stopped, for the page and the next try
             try:
+                self._settle()  # tasks being killed may still commit their last cut
                 self.folder.refresh()
             except Exception as failure:
                 logger.warning("progress record not updated: %s", failure)
@@ -113,3 +120,15 @@ class ProgressReporter:
         if elapsed <= 0:
             return "no rate yet"
         return f"{(done - before[1]) / elapsed:.0f} rec/s{since}"
+
+
+def tasks_ended(spark: Any, timeout_s: float = TASKS_END_S, poll_s: float = 0.2) -> bool:
+    """Wait until no task of the application runs (killed ones of a failed job end a
+    moment later, after their last cut), at most ``timeout_s``; returns whether they did."""
+    tracker = spark.sparkContext.statusTracker()
+    deadline = time.monotonic() + timeout_s
+    while any(e.numRunningTasks for e in tracker.getExecutorInfos()):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll_s)
+    return True

@@ -10,13 +10,17 @@ not started and cost nothing beyond the one listing of the namespace.
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from .paths import NamespaceKey
 from .progress import PartitionProgress
 from .progress_record import MAX_TEXT, PartitionEntry, ProgressRecord
 from .store import SnapshotStore
+
+logger = logging.getLogger(__name__)
 
 #: Partitions read at once by a refresh (each read waits on the storage, not the CPU).
 READ_THREADS = 8
@@ -68,6 +72,8 @@ class ProgressFolder:
     ``partition_count`` and ``records_total`` are the job's (the driver counted the
     input); :meth:`refresh` reads what changed, writes the record and returns it. Used
     from one thread at a time (the driver's progress thread, then the driver itself).
+    ``holds`` (the run's lease) is asked before each write: a run fenced off writes no
+    progress over its successor's.
     """
 
     def __init__(
@@ -77,8 +83,9 @@ class ProgressFolder:
         run_id: str,
         partition_count: int,
         records_total: int | None,
+        holds: Callable[[], bool] = lambda: True,
     ) -> None:
-        self.store, self.key, self.run_id = store, key, run_id
+        self.store, self.key, self.run_id, self.holds = store, key, run_id, holds
         self.partition_count, self.records_total = partition_count, records_total
         self._entries: dict[int, PartitionEntry] = {}
         self._corrupt: set[int] = set()
@@ -108,7 +115,10 @@ class ProgressFolder:
             partitions=tuple(self._entries[n] for n in sorted(self._entries)),
             corrupt_partitions=tuple(sorted(self._corrupt)),
         )
-        self.store.write_progress_record(self.key, record)
+        if self.holds():
+            self.store.write_progress_record(self.key, record)
+        else:
+            logger.warning("progress record not written: this run no longer holds its lease")
         return record
 
     def _read(self, number: int) -> PartitionEntry | bool:

@@ -22,6 +22,8 @@ KEY = NamespaceKey("manual", "enrich", "default")
 ROWS = 2_000
 #: How often the test reads progress while the job runs (the reporter reads every 5 s).
 READ_EVERY_S = 0.2
+#: The API answers 503 to every request after the first 600.
+OUTAGE_AFTER_600 = {"outage_after_requests": 600, "outage_requests": 10**9}
 
 
 def _committed(line: str) -> int:
@@ -54,7 +56,8 @@ def test_the_driver_keeps_the_record_the_airflow_reporter_reads_cheaply(tmp_path
     seen = [_committed(line) for line in lines]
     assert any(0 < done < ROWS for done in seen), f"no reading while it ran: {lines}"
     assert seen == sorted(seen) and seen[-1] == ROWS, lines
-    assert lines[-1].startswith("2 000 / 2 000 committed, epoch ") and lines[-1].endswith(", 0 in flight")
+    last = lines[-1]
+    assert last.startswith("2 000 / 2 000 committed, epoch ") and last.endswith(", 0 in flight")
 
     store = SnapshotStore(str(tmp_path / "snapshots"))
     record, scanned = store.progress_record(KEY), store.namespace_progress(KEY)
@@ -68,3 +71,22 @@ def test_the_driver_keeps_the_record_the_airflow_reporter_reads_cheaply(tmp_path
     assert summary["requests_made"] == ROWS and summary["replayed_from_snapshot"] == 0
     assert summary["watermark"] == record.watermark()
     assert "progress: epoch" in output and "records committed" in output
+
+
+def test_a_run_failed_by_an_outage_leaves_the_record_where_its_tasks_stopped(tmp_path):
+    """The driver waits for the tasks Spark kills after the failure, whose last cut comes
+    after the job failed, then writes the record once more: the page then shows what a
+    resume starts from."""
+    write_input(tmp_path / "in" / "part.jsonl", [f"k{i:05d}" for i in range(ROWS)])
+    with demo_api() as api:
+        api.post("/faults", {"latency_ms": 20, **OUTAGE_AFTER_600})
+        args = job_args(tmp_path, api.url, "--partitions", "4", "--capacity", "8")
+        job = start_job([*args, "--progress-interval", "60"])  # no line before the failure
+        output, _ = job.communicate(timeout=300)
+    assert job.returncode != 0, output[-3000:]
+    store = SnapshotStore(str(tmp_path / "snapshots"))
+    record, scanned = store.progress_record(KEY), store.namespace_progress(KEY)
+    assert record is not None and 0 < record.done < ROWS
+    assert [(p.partition, p.epoch, p.done_rows, p.in_flight) for p in record.partitions] == [
+        (p.partition, p.epoch, p.done_rows, p.in_flight) for p in scanned
+    ]

@@ -232,3 +232,10 @@ def test_a_partition_with_only_broken_manifests_is_recorded_corrupt(tmp_path) ->
 
 def test_columns_follow_the_entry() -> None:
     assert COLUMNS[0] == "partition" and len(COLUMNS) == 21
+
+
+def test_a_run_that_lost_its_lease_writes_no_progress(tmp_path) -> None:
+    store = SnapshotStore(str(tmp_path))
+    commit(store, 0, rows=3, epoch=0)
+    record = ProgressFolder(store, KEY, "r", 1, 3, holds=lambda: False).refresh()
+    assert record.done == 3 and store.progress_record(KEY) is None
