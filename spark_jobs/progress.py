@@ -30,7 +30,9 @@ class ProgressReporter:
 
     A rate needs two readings: the first line of a partition gives its rate since the
     reporter started (from where it stood then, a resumed partition's earlier work left
-    out), later lines the rate since the line before.
+    out), later lines the rate since the line before. When the block fails, ``settle``
+    runs before the record is written once more (the driver waits there for Spark's
+    killed tasks, whose last cut may come after the failure).
     """
 
     def __init__(
