@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
+from operator import attrgetter
 from typing import Any
 
 from .manifest import ManifestError, parse_stored_json
@@ -150,6 +151,7 @@ _CHECKS: dict[str, Callable[[Any], bool]] = {
 }
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(PartitionEntry))
 assert COLUMNS == tuple(_CHECKS), "every column has its check"
+_row = attrgetter(*COLUMNS)
 _EXPECTED = {
     "format_version": "int",
     "run_id": "str",
@@ -225,7 +227,7 @@ class ProgressRecord:
             "records_total": self.records_total,
             "corrupt_partitions": list(self.corrupt_partitions),
             "columns": list(COLUMNS),
-            "partitions": [astuple(p) for p in self.partitions],
+            "partitions": [_row(p) for p in self.partitions],
         }
         return json.dumps(document, separators=(",", ":"), allow_nan=False).encode()
 
