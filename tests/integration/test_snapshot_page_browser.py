@@ -226,6 +226,8 @@ def watch_live_progress(page, key: NamespaceKey) -> None:
     page.evaluate("window.notReloaded = true")
     before = total.inner_text()
     expect(total).not_to_have_text(before, timeout=SLOW_MS)
+    # The driver's first progress record gives the total before any commit: wait for one.
+    expect(total).not_to_have_text(re.compile(r"^0 / "), timeout=SLOW_MS)
     assert page.evaluate("window.notReloaded === true"), "the page reloaded itself"
     expect(section.get_by_text(re.compile(r"\d+ rec/s · ETA \d"))).to_be_visible()
     expect(section.get_by_text(re.compile(r"of 4 partitions reported"))).to_be_visible()
