@@ -15,7 +15,6 @@ from spark_jobs.asyncwait import MIN_WATERMARK, Watermark, WatermarkStatus, Wate
 from spark_jobs.snapshots import Manifest, NamespaceKey, SnapshotStore
 from spark_jobs.snapshots.namespace_progress import ProgressFolder
 from spark_jobs.snapshots.progress_record import (
-    COLUMNS,
     MAX_RECORD_BYTES,
     PartitionEntry,
     ProgressRecord,
@@ -228,10 +227,6 @@ def test_a_partition_with_only_broken_manifests_is_recorded_corrupt(tmp_path) ->
     manifest.write_bytes(b'{"format_version": 1, "epoch": NaN}')
     record = ProgressFolder(store, KEY, "r", 2, None).refresh()
     assert [p.partition for p in record.partitions] == [0] and record.corrupt_partitions == (1,)
-
-
-def test_columns_follow_the_entry() -> None:
-    assert COLUMNS[0] == "partition" and len(COLUMNS) == 21
 
 
 def test_a_run_that_lost_its_lease_writes_no_progress(tmp_path) -> None:
