@@ -2,8 +2,9 @@
 
 Airflow 3.3 shows, on a task instance's page, a "Task State Store" tab with the key/value
 pairs the task wrote through ``context["task_state_store"]`` (Task SDK, kept across tries
-and after success). While ``spark-submit`` runs, a background thread reads the snapshot
-manifests the Spark tasks commit and writes one line there every few seconds:
+and after success). While ``spark-submit`` runs, a background thread reads the namespace's
+progress record (``progress.json``, which the job's driver keeps current: one small GET,
+never a scan of manifests) and writes one line there every few seconds:
 
     progress: 48 213 / 100 000 committed, epoch 12, 64 in flight
 
@@ -22,13 +23,12 @@ from contextlib import contextmanager
 from typing import Any, Protocol
 
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
-from spark_jobs.snapshots.resume import read_progress
 
 logger = logging.getLogger(__name__)
 
 #: The Task State Store key the line is written under.
 PROGRESS_KEY = "progress"
-#: Seconds between two readings of the manifests.
+#: Seconds between two readings of the progress record.
 INTERVAL_S = 5.0
 
 
@@ -43,8 +43,18 @@ def _spaced(number: int) -> str:
 
 
 def progress_line(store: SnapshotStore, key: NamespaceKey) -> str | None:
-    """``"48 213 / 100 000 committed, epoch 12, 64 in flight"`` from the manifests, the
-    final count once the run published, or None before the first commit."""
+    """``"48 213 / 100 000 committed, epoch 12, 64 in flight"`` from the progress record,
+    the final count once the run published, or None before the driver wrote a record
+    with a commit in it. At most two GETs: the record, else the completion record."""
+    record = store.progress_record(key)
+    if record is not None:
+        if not record.partitions:
+            return None
+        total = "?" if record.records_total is None else _spaced(record.records_total)
+        return (
+            f"{_spaced(record.done)} / {total} committed, epoch {record.epoch}, "
+            f"{record.in_flight} in flight"
+        )
     completed = store.read_completed(key)
     summary = completed.get("summary") if completed else None
     if isinstance(summary, dict) and "records_in" in summary:
@@ -53,21 +63,7 @@ def progress_line(store: SnapshotStore, key: NamespaceKey) -> str | None:
             f"{_spaced(done)} / {_spaced(int(summary['records_in']))} done "
             f"({_spaced(int(summary.get('dead_letters', 0)))} dead letters), output published"
         )
-    progress = read_progress(store, key)
-    if not progress.partitions:
-        return None
-    record = store.read_job_record(key) or {}
-    total = record.get("records_in")  # the driver counts the input before the tasks start
-    if not isinstance(total, int):
-        totals = [p.records_total for p in progress.partitions]
-        declared = (record.get("enrichment") or {}).get("partitions")
-        known = None not in totals and len(totals) == declared
-        total = sum(t or 0 for t in totals) if known else None
-    return (
-        f"{_spaced(progress.done)} / {'?' if total is None else _spaced(total)} committed, "
-        f"epoch {progress.epoch}, "
-        f"{progress.in_flight} in flight"
-    )
+    return None
 
 
 class _Reporter(threading.Thread):

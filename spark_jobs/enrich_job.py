@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -27,7 +28,7 @@ from spark_jobs.input_options import reader_identity
 from spark_jobs.input_reader import read_input
 from spark_jobs.job_cli import parse_args
 from spark_jobs.job_spec import JobSpec, SpecError
-from spark_jobs.progress import ProgressReporter
+from spark_jobs.progress import ProgressReporter, tasks_ended
 from spark_jobs.publish import (
     discard,
     drop_data,
@@ -46,6 +47,7 @@ from spark_jobs.snapshots import (
     SnapshotStore,
 )
 from spark_jobs.snapshots.budget_ledger import discard_other_runs
+from spark_jobs.snapshots.namespace_progress import ProgressFolder
 from spark_jobs.snapshots.resume import Decision, ResumeRefusedError, decide
 from spark_jobs.spark_io import (
     input_fingerprint,
@@ -164,16 +166,18 @@ def _run_holding_lease(
     enrich = _partition_function(spec, key, job_record["fingerprint"], sizes, schema, run_id)
     enriched = partitioned.mapInArrow(enrich, from_arrow_schema(schema))
     staging = staging_for(spec.output, run_id)
+    folder = ProgressFolder(store, key, run_id, spec.partitions, records_in, lease.holds)
     try:
-        with ProgressReporter(store, key, sizes, spec.progress_interval):
+        settle = partial(tasks_ended, spark)
+        with ProgressReporter(folder, sizes, spec.progress_interval, settle=settle) as progress:
             counts = write_outputs(enriched, spec, staging)
-        fail_if(
-            store, key, job_record, run_id, systemic_failure(store.namespace_progress(key), run_id)
-        )
+        record = progress.final()
+        fail_if(store, key, job_record, run_id, systemic_failure(record.partitions, run_id))
         summary = build_summary(
             store,
             key,
             spec,
+            progress=record,
             records_in=records_in,
             counts=counts,
             resumed=decision.resume,

@@ -1,7 +1,9 @@
-"""Progress lines in the driver log while the job runs.
+"""Progress lines in the driver log while the job runs, and the namespace's progress record.
 
-The snapshot store is the progress channel: every partition commits its manifest there,
-so the driver polls it rather than collecting metrics from executors.
+The snapshot store is the progress channel: every partition commits its manifest there.
+Every interval the driver folds what changed into the namespace's ``progress.json``
+(``snapshots/namespace_progress.py``), logs from it, and leaves it for the Airflow task's
+Storage tab and the snapshot page, which read that one record instead of the manifests.
 """
 
 from __future__ import annotations
@@ -11,30 +13,38 @@ import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
+from typing import Any
 
-from spark_jobs.snapshots import NamespaceKey, SnapshotStore
-from spark_jobs.snapshots.resume import read_progress
+from spark_jobs.snapshots.namespace_progress import ProgressFolder
+from spark_jobs.snapshots.progress_record import ProgressRecord
 
 logger = logging.getLogger("enrich_job.progress")
 
+#: The longest the driver waits for killed tasks to end after a failed job.
+TASKS_END_S = 30.0
+
 
 class ProgressReporter:
-    """A background thread logging per-partition and total progress every ``interval``.
+    """A background thread refreshing the progress record and logging per-partition and
+    total progress every ``interval``; :meth:`final` is the record once the tasks are done.
 
     A rate needs two readings: the first line of a partition gives its rate since the
     reporter started (from where it stood then, a resumed partition's earlier work left
-    out), later lines the rate since the line before.
+    out), later lines the rate since the line before. When the block fails, ``settle``
+    runs before the record is written once more (the driver waits there for Spark's
+    killed tasks, whose last cut may come after the failure).
     """
 
     def __init__(
         self,
-        store: SnapshotStore,
-        key: NamespaceKey,
+        folder: ProgressFolder,
         sizes: dict[int, int],
         interval: float,
         clock: Callable[[], float] = time.monotonic,
+        settle: Callable[[], object] = lambda: None,
     ) -> None:
-        self.store, self.key, self.sizes, self.interval = store, key, sizes, interval
+        self.folder, self.sizes, self.interval = folder, sizes, interval
+        self._settle = settle
         self._clock = clock
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="progress", daemon=True)
@@ -53,6 +63,16 @@ class ProgressReporter:
     ) -> None:
         self._stop.set()
         self._thread.join()
+        if error is not None:  # where the failed run stopped, for the page and the next try
+            try:
+                self._settle()  # tasks being killed may still commit their last cut
+                self.folder.refresh()
+            except Exception as failure:
+                logger.warning("progress record not updated: %s", failure)
+
+    def final(self) -> ProgressRecord:
+        """The record once every task is done (its last commits read): the summary's counts."""
+        return self.folder.refresh()
 
     def _loop(self) -> None:
         try:
@@ -67,11 +87,11 @@ class ProgressReporter:
 
     def baseline(self) -> None:
         """Where every partition stands now: the first rates are measured from here."""
-        progress = read_progress(self.store, self.key)
+        progress = self.folder.refresh()
         self._start = (self._clock(), {p.partition: p.done_rows for p in progress.partitions})
 
     def report(self) -> None:
-        progress = read_progress(self.store, self.key)
+        progress = self.folder.refresh()
         now = self._clock()
         for part in progress.partitions:
             total = self.sizes.get(part.partition, 0)
@@ -102,3 +122,15 @@ class ProgressReporter:
         if elapsed <= 0:
             return "no rate yet"
         return f"{(done - before[1]) / elapsed:.0f} rec/s{since}"
+
+
+def tasks_ended(spark: Any, timeout_s: float = TASKS_END_S, poll_s: float = 0.2) -> bool:
+    """Wait until no task of the application runs (killed ones of a failed job end a
+    moment later, after their last cut), at most ``timeout_s``; returns whether they did."""
+    tracker = spark.sparkContext.statusTracker()
+    deadline = time.monotonic() + timeout_s
+    while any(e.numRunningTasks for e in tracker.getExecutorInfos()):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll_s)
+    return True

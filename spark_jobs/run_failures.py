@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from spark_jobs.option_values import SpecError, check, parse_error_classes
@@ -88,7 +89,7 @@ def dead_letter_limit(ceiling: str | int, records_in: int) -> int:
     return int(records_in * float(match["number"]) / 100)
 
 
-def systemic_failure(partitions: list[Any], run_id: str) -> RunFailed | None:
+def systemic_failure(partitions: Sequence[Any], run_id: str) -> RunFailed | None:
     """The failure of this run when some partition stopped as a systemic failure."""
     reasons = sorted(
         str(p.stats["systemic_failure"])

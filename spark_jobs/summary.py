@@ -2,47 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from spark_jobs.accounting import CallAccounting, account_calls
-from spark_jobs.asyncwait import Watermark, WatermarkStatus, WatermarkValve
 from spark_jobs.job_spec import JobSpec
-from spark_jobs.snapshots import NamespaceKey, PartitionProgress, SnapshotStore
-
-
-def job_watermark(partitions: list[PartitionProgress], count: int) -> int | None:
-    """The valve's output with partitions as channels: a finished or empty partition is
-    idle and holds nothing back."""
-    if not any(p.watermark is not None for p in partitions):
-        return None
-    valve = WatermarkValve(count)
-    by_id = {p.partition: p for p in partitions}
-    for channel in range(count):
-        part = by_id.get(channel)
-        if part is not None and part.watermark is not None:
-            valve.input_watermark(Watermark(part.watermark), channel)
-    for channel in range(count):
-        part = by_id.get(channel)
-        if part is None or part.stats.get("finished"):
-            valve.input_status(WatermarkStatus.IDLE, channel)
-    return valve.last_output_watermark
+from spark_jobs.snapshots import NamespaceKey, SnapshotStore
+from spark_jobs.snapshots.progress_record import PartitionEntry, ProgressRecord
 
 
 def cost_report(
-    partitions: list[PartitionProgress],
+    partitions: Sequence[PartitionEntry],
     cost_per_request: float | None,
     counted: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """What the run paid for and what it did not have to: calls made, and calls saved by
     the response cache, by sharing identical requests and by resuming from snapshots.
     ``counted`` holds the attempts' own call counters (``CallAccounting.totals``); without
-    it (a live view) the best manifests' are added up."""
+    it (a live view) the progress record's are added up."""
 
     def total(name: str) -> int:
         if counted is not None and name in counted:
             return int(counted[name])
-        return sum(int(p.stats.get(name, 0)) for p in partitions)
+        return sum(int(getattr(p, name)) for p in partitions)
 
     saved = {
         "response_cache_hits": total("response_cache_hits"),
@@ -62,17 +44,19 @@ def build_summary(
     key: NamespaceKey,
     spec: JobSpec,
     *,
+    progress: ProgressRecord,
     records_in: int,
     counts: dict[str, int],
     resumed: bool,
     duration_s: float,
     run_id: str = "run",
 ) -> dict[str, Any]:
-    partitions = store.namespace_progress(key)
+    """The summary from counts the job already has: the output's ``counts``, the driver's
+    last ``progress`` record (its partitions' last commits) and the attempts' call
+    counters (one listing of ``attempts/``)."""
+    partitions = progress.partitions
     accounting = _accounting(store, key, partitions)
-    stopped = [
-        p for p in partitions if p.stats.get("budget_exhausted") and p.stats.get("run_id") == run_id
-    ]
+    stopped = [p for p in partitions if p.budget_exhausted and p.run_id == run_id]
     if stopped:  # the output is partial: count what the snapshots hold
         counts = {
             "enriched": sum(p.committed_rows for p in partitions),
@@ -83,17 +67,15 @@ def build_summary(
         "records_in": records_in,
         "enriched": counts["enriched"],
         "dead_letters": counts["dead_letters"],
-        "replayed_from_snapshot": sum(int(p.stats.get("replayed", 0)) for p in partitions),
+        "replayed_from_snapshot": sum(p.replayed for p in partitions),
         "requests_made": accounting.totals["requests_made"],
         "accounting": accounting.to_json(),
-        "resumed": resumed or any(p.stats.get("resumed") for p in partitions),
+        "resumed": resumed or any(p.resumed for p in partitions),
         "epochs": sum(p.epoch + 1 for p in partitions),
         "duration_s": round(duration_s, 3),
-        "watermark": job_watermark(partitions, spec.partitions),
+        "watermark": progress.watermark(),
         "partitions": spec.partitions,
-        "python_worker_peak_rss_mb": max(
-            (float(p.stats.get("rss_mb_peak", 0)) for p in partitions), default=0.0
-        ),
+        "python_worker_peak_rss_mb": max((p.rss_mb_peak for p in partitions), default=0.0),
         "output": spec.output,
     }
     summary["cost"] = cost_report(partitions, spec.cost_per_request, accounting.totals)
@@ -112,7 +94,7 @@ def build_summary(
 
 
 def _accounting(
-    store: SnapshotStore, key: NamespaceKey, partitions: list[PartitionProgress]
+    store: SnapshotStore, key: NamespaceKey, partitions: Sequence[PartitionEntry]
 ) -> CallAccounting:
     """Calls of every attempt, killed ones too (see ``accounting.py``)."""
     reading = store.attempt_counts(key)

@@ -33,7 +33,7 @@ from plugins.web.access import EditableKey, ReadableKey, authorized_dag_ids
 from plugins.web.deps import StoreDep, storage_errors_as_503
 from plugins.web.models import DiscardResult, NamespaceView
 from plugins.web.page import render_message, render_page
-from plugins.web.views import read_namespace
+from plugins.web.views import MAX_PARTITIONS_PAGE, PARTITIONS_PAGE, read_namespace
 from spark_jobs.snapshots import NamespaceKey
 
 logger = logging.getLogger(__name__)
@@ -78,11 +78,27 @@ class Filters:
 FiltersDep = Annotated[Filters, Depends()]
 
 
+class PartitionPage:
+    """The ``partitions_offset``/``partitions_limit`` query parameters: which page of each
+    namespace's partitions to show (a namespace may have ten thousand)."""
+
+    def __init__(
+        self,
+        partitions_offset: Annotated[int, Query(ge=0)] = 0,
+        partitions_limit: Annotated[int, Query(ge=1, le=MAX_PARTITIONS_PAGE)] = PARTITIONS_PAGE,
+    ) -> None:
+        self.offset, self.limit = partitions_offset, partitions_limit
+
+
+PartitionPageDep = Annotated[PartitionPage, Depends()]
+
+
 def _readable_namespaces(
     request: Request,
     store: StoreDep,
     user: GetUserDep,
     filters: FiltersDep,
+    page: PartitionPageDep,
     offset: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = MAX_PAGE,
 ) -> list[NamespaceView]:
@@ -92,7 +108,10 @@ def _readable_namespaces(
         keys = [key for key in store.namespace_keys() if filters.match(key)]
         readable = authorized_dag_ids(user, {key.dag_id for key in keys}, "GET")
         visible = [key for key in keys if key.dag_id in readable][offset : offset + limit]
-        return [read_namespace(store, key, _base(request)) for key in visible]
+        views = (
+            read_namespace(store, key, _base(request), page.offset, page.limit) for key in visible
+        )
+        return [view for view in views if view is not None]
 
 
 ReadableNamespaces = Annotated[list[NamespaceView], Depends(_readable_namespaces)]
@@ -106,18 +125,17 @@ def list_namespaces(namespaces: ReadableNamespaces) -> list[NamespaceView]:
 
 
 @app.get("/api/namespaces/{dag_id}/{task_id}/{interval_start}", dependencies=[_read])
-def get_namespace(request: Request, store: StoreDep, key: ReadableKey) -> NamespaceView:
-    """One namespace's progress; 404 when nothing is stored under it (a run that holds
-    its lease but has not written its job record yet counts: the page polls it)."""
+def get_namespace(
+    request: Request, store: StoreDep, key: ReadableKey, page: PartitionPageDep
+) -> NamespaceView:
+    """One namespace's progress with one page of its partitions (``partitions_offset``,
+    ``partitions_limit``); 404 when nothing is stored under it (a run that holds its lease
+    but has not written its job record yet counts: the page polls it)."""
     with storage_errors_as_503():
-        if (
-            store.partitions(key)
-            or store.read_job_record(key) is not None
-            or store.read_completed(key) is not None
-            or store.lease(key, owner="").read() is not None
-        ):
-            return read_namespace(store, key, _base(request))
-    raise HTTPException(status.HTTP_404_NOT_FOUND, "No snapshots stored for this namespace")
+        view = read_namespace(store, key, _base(request), page.offset, page.limit)
+    if view is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "No snapshots stored for this namespace")
+    return view
 
 
 @app.post(

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 
 
 class PartitionView(BaseModel):
-    """One partition, from its best valid manifest."""
+    """One partition, as the namespace's progress record has its latest valid commit."""
 
     partition: int
     epoch: int = Field(description="Snapshot epoch of the manifest (one per consistent cut).")
@@ -58,6 +58,14 @@ class TotalsView(BaseModel):
     cost: CostView
 
 
+class PartitionPageView(BaseModel):
+    """Which partitions ``partitions`` holds: one page of those the progress record has."""
+
+    offset: int = Field(description="Index of the first partition shown (partitions_offset).")
+    limit: int = Field(description="Most partitions shown (partitions_limit).")
+    total: int = Field(description="Partitions with a commit in the progress record.")
+
+
 class LinksView(BaseModel):
     detail: str
     discard: str
@@ -79,7 +87,14 @@ class NamespaceView(BaseModel):
         description="The run published its output: its snapshots gave way to a completion "
         "record, whose summary the totals show."
     )
+    progress_note: str | None = Field(
+        default=None,
+        description="Why there is no partition progress: no progress record yet (the job's "
+        "driver writes one every --progress-interval; runs of earlier versions have none), "
+        "or an unreadable one.",
+    )
     partitions: list[PartitionView]
+    partitions_page: PartitionPageView
     links: LinksView
 
     @property

@@ -1,5 +1,6 @@
-// The snapshot page's only script (inlined by page.py): the Discard button, and live
-// progress while a shown namespace is running. Rows are rendered as page.py renders them.
+// The snapshot page's only script (inlined by page.py): the Discard button, the pages of
+// partitions, and live progress while a shown namespace is running. Rows are rendered as
+// page.py renders them.
 "use strict";
 
 document.addEventListener("click", async (event) => {
@@ -112,7 +113,8 @@ function update(section, ns) {
   section.querySelector(".pace").textContent = ns.running ? pace(section, t) : idle;
   const empty = ns.completed ? "completed: output published" : "no committed snapshot yet";
   section.querySelector("tbody").innerHTML = ns.partitions.map((p) => row(p, ns.running)).join("")
-    || `<tr><td colspan="9" class="muted">${empty}</td></tr>`;
+    || `<tr><td colspan="9" class="muted">${text(ns.progress_note || empty)}</td></tr>`;
+  pager(section, ns.partitions_page);
   section.querySelector("tfoot").innerHTML = `<tr><td>total</td>`
     + `<td>${count(t.done_rows)} / ${count(t.records_total)} ${bar(t.done_rows, t.records_total)}</td>`
     + `<td>${count(t.dead_letter_rows)}</td><td>${t.epoch}</td><td>${t.in_flight}</td>`
@@ -120,8 +122,33 @@ function update(section, ns) {
     + `<td>${when(t.last_committed_at)}</td><td></td><td></td></tr>`;
 }
 
+// The range shown and the total; a button is disabled where there is no page to go to.
+function pager(section, page) {
+  const box = section.querySelector(".pager");
+  box.hidden = page.total <= page.limit;
+  const last = Math.min(page.offset + page.limit, page.total);
+  box.querySelector(".range").textContent =
+    `partitions ${count(Math.min(page.offset + 1, page.total))}–${count(last)} of ${count(page.total)}`;
+  box.querySelector('[data-page="-1"]').disabled = page.offset === 0;
+  box.querySelector('[data-page="1"]').disabled = last >= page.total;
+  section.dataset.partitionsTotal = String(page.total);
+}
+
+document.addEventListener("click", async (event) => {
+  const button = event.target.closest("button[data-page]");
+  if (!button || button.disabled) return;
+  const section = button.closest("section");
+  const limit = Number(section.dataset.partitionsLimit);
+  const offset = Number(section.dataset.partitionsOffset) + Number(button.dataset.page) * limit;
+  section.dataset.partitionsOffset = String(Math.max(0, offset));
+  await refresh(section).catch(() => undefined);
+});
+
 async function refresh(section) {
-  const response = await fetch(section.dataset.detail, {
+  const query = new URLSearchParams({
+    partitions_offset: section.dataset.partitionsOffset,
+    partitions_limit: section.dataset.partitionsLimit});
+  const response = await fetch(`${section.dataset.detail}?${query}`, {
     credentials: "same-origin", headers: {"Accept": "application/json"}});
   if (response.status === 404) {  // discarded meanwhile
     section.dataset.running = "false";

@@ -126,7 +126,23 @@ def _rows(ns: NamespaceView) -> str:
     )
     empty = "completed: output published" if ns.completed else "no committed snapshot yet"
     return "".join(_partition_row(p, ns.running) for p in ns.partitions) + corrupt or (
-        f'<tr><td colspan="9" class="muted">{empty}</td></tr>'
+        f'<tr><td colspan="9" class="muted">{escape(ns.progress_note or empty)}</td></tr>'
+    )
+
+
+def _pager(ns: NamespaceView) -> str:
+    """Which partitions the table shows, with buttons to the pages around it (page.js);
+    hidden while they all fit on one page."""
+    page = ns.partitions_page
+    hidden = "" if page.total > page.limit else " hidden"
+    last = min(page.offset + page.limit, page.total)
+    first_page = " disabled" if page.offset == 0 else ""
+    last_page = " disabled" if last >= page.total else ""
+    return (
+        f'<div class="pager muted"{hidden}><span class="range">partitions '
+        f"{_count(min(page.offset + 1, page.total))}–{_count(last)} of {_count(page.total)}"
+        f'</span> <button type="button" data-page="-1"{first_page}>‹ previous</button>'
+        f' <button type="button" data-page="1"{last_page}>next ›</button></div>'
     )
 
 
@@ -135,7 +151,9 @@ def _namespace_section(ns: NamespaceView, editable: bool) -> str:
     pace = "— rec/s · ETA —" if ns.running else ("completed" if ns.completed else "not running")
     return f"""
 <section data-namespace="{escape(ns.label)}" data-detail="{escape(ns.links.detail)}"
-  data-running="{str(ns.running).lower()}" data-done="{t.done_rows}">
+  data-running="{str(ns.running).lower()}" data-done="{t.done_rows}"
+  data-partitions-offset="{ns.partitions_page.offset}"
+  data-partitions-limit="{ns.partitions_page.limit}">
   <div class="head">
     <div>
       <h2>{escape(ns.dag_id)} <span class="muted">/</span> {escape(ns.task_id)}
@@ -146,6 +164,7 @@ def _namespace_section(ns: NamespaceView, editable: bool) -> str:
     </div>
     <div>{_discard_button(ns, editable)} <span class="status muted"></span></div>
   </div>
+  {_pager(ns)}
   <div class="scroll"><table>
     <thead><tr><th>Partition</th><th>Done / total</th><th>Dead letters</th><th>Epoch</th>
       <th>In flight</th><th>Watermark (UTC)</th><th>Last commit (UTC)</th><th>Attempt</th>

@@ -1,13 +1,20 @@
-"""What the API returns about a namespace, built from the snapshot store.
+"""What the API returns about a namespace, built from its progress record.
 
 One function per part of a :class:`~plugins.web.models.NamespaceView`; the page renders
 the same views, so the HTML and the JSON never disagree.
+
+Progress comes from the namespace's ``progress.json``, which the job's driver keeps
+current (``spark_jobs/snapshots/progress_record.py``); manifests are never scanned. A read
+costs at most three GETs: the record, the completion record when there is no progress
+record, and the lease. A namespace without a progress record (a run of an earlier
+version, or a driver that has not written one yet) or with an unreadable one is shown
+with a note saying so, and without partitions.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
+import time
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -16,18 +23,29 @@ from plugins.web.models import (
     CostView,
     LinksView,
     NamespaceView,
+    PartitionPageView,
     PartitionView,
     TotalsView,
 )
-from spark_jobs.asyncwait import MIN_WATERMARK
-from spark_jobs.snapshots import NamespaceInfo, NamespaceKey, PartitionProgress, SnapshotStore
-from spark_jobs.snapshots.resume import NamespaceProgress
-from spark_jobs.summary import cost_report, job_watermark
+from spark_jobs.snapshots import NamespaceKey, SnapshotStore
+from spark_jobs.snapshots.progress_record import (
+    PartitionEntry,
+    ProgressRecord,
+    ProgressRecordError,
+)
+from spark_jobs.summary import cost_report
 
 logger = logging.getLogger(__name__)
 
-#: The most partitions a job record may declare (the DAG's own maximum).
-MAX_PARTITIONS = 4_096
+#: Partitions one namespace shows at once, unless the request asks for another page size.
+PARTITIONS_PAGE = 100
+#: The largest page of partitions a request may ask for.
+MAX_PARTITIONS_PAGE = 1_000
+NO_RECORD = (
+    "No progress record yet: the job's driver writes one when it starts and every "
+    "--progress-interval (runs of earlier versions of this package leave none; the next "
+    "run of this task writes it)."
+)
 
 
 def _utc(ms: int | None) -> str | None:
@@ -39,36 +57,23 @@ def _utc(ms: int | None) -> str | None:
         return None
 
 
-def partition_view(p: PartitionProgress) -> PartitionView:
+def partition_view(p: PartitionEntry) -> PartitionView:
     return PartitionView(
-        **{**asdict(p), "committed_at": p.committed_at.isoformat(), "stats": dict(p.stats)},
+        partition=p.partition,
+        epoch=p.epoch,
+        input_offset=p.input_offset,
+        records_total=p.records_total,
+        committed_rows=p.committed_rows,
+        dead_letter_rows=p.dead_letter_rows,
         done_rows=p.done_rows,
+        in_flight=p.in_flight,
+        watermark=p.watermark,
         watermark_utc=_utc(p.watermark),
-        finished=bool(p.stats.get("finished")),
+        committed_at=p.committed_at.isoformat(),
+        attempt=p.attempt,
+        finished=p.finished,
+        stats=p.stats,
     )
-
-
-def partition_count(store: SnapshotStore, key: NamespaceKey, parts: list[PartitionProgress]) -> int:
-    """The job's partition count (from its job record), at least what was reported."""
-    record = store.read_job_record(key) or {}
-    enrichment = record.get("enrichment")
-    declared = enrichment.get("partitions") if isinstance(enrichment, dict) else None
-    if not isinstance(declared, int) or isinstance(declared, bool):
-        declared = 0
-    if not 0 <= declared <= MAX_PARTITIONS:  # the valve's cost grows with its square
-        logger.warning("ignoring a job record of %s declaring %r partitions", key, declared)
-        declared = 0
-    return max(declared, max((p.partition + 1 for p in parts), default=0))
-
-
-def _corrupt_partitions(store: SnapshotStore, key: NamespaceKey, valid: set[int]) -> list[int]:
-    """Partitions with manifest files but not one valid manifest (the next run of such a
-    partition starts it over)."""
-    return [
-        number
-        for number in store.partitions(key)
-        if number not in valid and store.partition(key, number).has_manifest_files()
-    ]
 
 
 def _links(base: str, key: NamespaceKey) -> LinksView:
@@ -84,34 +89,24 @@ def _links(base: str, key: NamespaceKey) -> LinksView:
     )
 
 
-def _totals(store: SnapshotStore, key: NamespaceKey, parts: list[PartitionProgress]) -> TotalsView:
-    count = partition_count(store, key, parts)
-    reported = {p.partition for p in parts}
-    totals_known = len(reported) == count and all(p.records_total is not None for p in parts)
-    if totals_known and parts:
-        records_total: int | None = sum(p.records_total or 0 for p in parts)
-    else:  # the driver counted the input before the first partition reported
-        counted = (store.read_job_record(key) or {}).get("records_in")
-        records_total = counted if isinstance(counted, int) and parts else None
-    progress = NamespaceProgress(tuple(parts))
-    watermark = job_watermark(parts, count) if count else None
-    if watermark == MIN_WATERMARK:
-        watermark = None  # a running partition has not emitted a watermark yet
-    last_commit = max((p.committed_at for p in parts), default=None)
+def _totals(record: ProgressRecord) -> TotalsView:
+    parts = record.partitions
+    watermark = record.watermark()
+    last_commit = max((p.committed_at_ms for p in parts), default=None)
     return TotalsView(
-        partition_count=count,
-        partitions_reported=len(reported),
-        partitions_finished=sum(1 for p in parts if p.stats.get("finished")),
-        records_total=records_total,
-        done_rows=progress.done,
+        partition_count=max(record.partition_count, parts[-1].partition + 1 if parts else 0),
+        partitions_reported=len(parts),
+        partitions_finished=sum(1 for p in parts if p.finished),
+        records_total=record.records_total,
+        done_rows=record.done,
         committed_rows=sum(p.committed_rows for p in parts),
         dead_letter_rows=sum(p.dead_letter_rows for p in parts),
-        in_flight=progress.in_flight,
-        epoch=progress.epoch,
+        in_flight=record.in_flight,
+        epoch=record.epoch,
         watermark=watermark,
         watermark_utc=_utc(watermark),
-        last_committed_at=last_commit.isoformat() if last_commit else None,
-        summary=progress.describe(records_total),
+        last_committed_at=_utc(last_commit),
+        summary=record.describe(),
         cost=CostView(**cost_report(parts, None)),
     )
 
@@ -153,30 +148,79 @@ def _completed_totals(summary: dict[str, Any]) -> TotalsView:
     )
 
 
-def namespace_view(store: SnapshotStore, info: NamespaceInfo, base: str) -> NamespaceView:
-    """The namespace's progress; ``base`` is the path the app is mounted at (for links).
-    Once the run published, its snapshots are gone and its completion record speaks."""
-    parts = sorted(info.partitions, key=lambda p: p.partition)
-    completed = None if parts else store.read_completed(info.key)
-    summary = completed.get("summary") if completed else None
-    return NamespaceView(
-        dag_id=info.key.dag_id,
-        task_id=info.key.task_id,
-        interval_start=info.key.interval_start,
-        totals=(
-            _completed_totals(summary)
-            if isinstance(summary, dict)
-            else _totals(store, info.key, parts)
-        ),
-        completed=isinstance(summary, dict),
-        corrupt_partitions=_corrupt_partitions(store, info.key, {p.partition for p in parts}),
-        # A run holds a live lease while it works (lease.py): without one, a partition
-        # that is neither finished nor stopped by its budget was interrupted.
-        running=store.lease(info.key, owner="").live(),
-        partitions=[partition_view(p) for p in parts],
-        links=_links(base, info.key),
+def _unknown_totals() -> TotalsView:
+    """Totals of a namespace whose progress is not known (no readable progress record:
+    ``progress_note`` says why)."""
+    return TotalsView(
+        partition_count=0,
+        partitions_reported=0,
+        partitions_finished=0,
+        records_total=None,
+        done_rows=0,
+        committed_rows=0,
+        dead_letter_rows=0,
+        in_flight=0,
+        epoch=0,
+        watermark=None,
+        watermark_utc=None,
+        last_committed_at=None,
+        summary="progress unknown: no readable progress record",
+        cost=CostView(**dict.fromkeys(CostView.model_fields, 0)),
     )
 
 
-def read_namespace(store: SnapshotStore, key: NamespaceKey, base: str) -> NamespaceView:
-    return namespace_view(store, NamespaceInfo(key, tuple(store.namespace_progress(key))), base)
+def _progress(store: SnapshotStore, key: NamespaceKey) -> tuple[ProgressRecord | None, str | None]:
+    """The progress record, or None and why it cannot be shown."""
+    try:
+        record = store.progress_record(key)
+    except ProgressRecordError as error:
+        logger.warning("unreadable progress record of %s: %s", key, error)
+        return None, (
+            f"The progress record is unreadable ({error}); the job's driver rewrites it "
+            "every --progress-interval while it runs."
+        )
+    return record, None if record is not None else NO_RECORD
+
+
+def read_namespace(
+    store: SnapshotStore,
+    key: NamespaceKey,
+    base: str,
+    offset: int = 0,
+    limit: int = PARTITIONS_PAGE,
+) -> NamespaceView | None:
+    """The namespace with partitions ``offset`` to ``offset + limit`` of its record; ``base``
+    is the path the app is mounted at (for links). None when nothing is stored under it.
+    Once the run published, its snapshots are gone and its completion record speaks."""
+    record, note = _progress(store, key)
+    completed = store.read_completed(key) if record is None else None
+    summary = completed.get("summary") if completed else None
+    lease = store.lease(key, owner="").read()
+    if record is None and completed is None and lease is None and not _stored(store, key):
+        return None
+    if isinstance(summary, dict):
+        totals, note = _completed_totals(summary), None
+    else:
+        totals = _totals(record) if record is not None else _unknown_totals()
+    entries = record.partitions if record is not None else ()
+    return NamespaceView(
+        dag_id=key.dag_id,
+        task_id=key.task_id,
+        interval_start=key.interval_start,
+        totals=totals,
+        completed=isinstance(summary, dict),
+        corrupt_partitions=list(record.corrupt_partitions) if record is not None else [],
+        # A run holds a live lease while it works (lease.py): without one, a partition
+        # that is neither finished nor stopped by its budget was interrupted.
+        running=lease is not None and lease.expires_at > time.time(),
+        progress_note=note,
+        partitions=[partition_view(p) for p in entries[offset : offset + limit]],
+        partitions_page=PartitionPageView(offset=offset, limit=limit, total=len(entries)),
+        links=_links(base, key),
+    )
+
+
+def _stored(store: SnapshotStore, key: NamespaceKey) -> bool:
+    """Whether anything else is stored under the namespace (partitions of a run without a
+    progress record, or a job record): only asked of a namespace with none of the three."""
+    return bool(store.partitions(key)) or store.read_job_record(key) is not None

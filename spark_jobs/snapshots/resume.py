@@ -13,6 +13,7 @@ from typing import Any
 
 from .paths import NamespaceKey
 from .progress import PartitionProgress
+from .progress_record import describe_progress
 from .store import SnapshotStore
 
 
@@ -47,11 +48,7 @@ class NamespaceProgress:
         return sum(p.in_flight for p in self.partitions if not p.stats.get("finished"))
 
     def describe(self, records_total: int | None) -> str:
-        total = f"{records_total:,}".replace(",", " ") if records_total is not None else "?"
-        done = f"{self.done:,}".replace(",", " ")
-        return (
-            f"epoch {self.epoch}: {done} of {total} records committed, {self.in_flight} in flight"
-        )
+        return describe_progress(self.epoch, self.done, self.in_flight, records_total)
 
 
 def read_progress(store: SnapshotStore, key: NamespaceKey) -> NamespaceProgress:

@@ -26,6 +26,7 @@ from .paths import (
     partition_dir_name,
 )
 from .progress import NamespaceInfo, PartitionProgress
+from .progress_record import MAX_RECORD_BYTES, ProgressRecord
 from .storage import list_entries, write_atomically
 
 logger = logging.getLogger(__name__)
@@ -35,6 +36,8 @@ JOB_RECORD = "job.json"
 #: What a successful run leaves behind instead of its snapshots: a rerun (a zombie try's
 #: retry, a second submit) of the same job then knows the output is already published.
 COMPLETED_RECORD = "completed.json"
+#: The namespace's progress, kept current by the driver (see ``progress_record.py``).
+PROGRESS_RECORD = "progress.json"
 
 
 class SnapshotStore:
@@ -84,6 +87,22 @@ class SnapshotStore:
             if manifest is not None:
                 progress.append(PartitionProgress.of(manifest))
         return progress
+
+    def write_progress_record(self, key: NamespaceKey, record: ProgressRecord) -> None:
+        """Replace the namespace's progress record atomically (the driver does, every
+        progress interval)."""
+        write_atomically(self._fs, self.namespace_path(key), PROGRESS_RECORD, record.to_json())
+
+    def progress_record(self, key: NamespaceKey) -> ProgressRecord | None:
+        """The namespace's progress record, in one ranged GET; None when there is none (a
+        run of an older version, or one whose driver has not written it yet). Raises
+        ``ProgressRecordError`` when it is unreadable."""
+        path = f"{self.namespace_path(key)}/{PROGRESS_RECORD}"
+        try:
+            data = self._fs.cat_file(path, start=0, end=MAX_RECORD_BYTES + 1)
+        except FileNotFoundError:
+            return None
+        return ProgressRecord.from_json(data)
 
     def attempt_counts(self, key: NamespaceKey) -> LedgerReading:
         """Every attempt's own counters (see ``attempt_counts.py``): one listing."""

@@ -29,7 +29,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import parse_qs, quote, urlsplit
 
@@ -39,6 +39,9 @@ import pytest
 
 from plugins.web import URL_PREFIX, page_url
 from spark_jobs.snapshots import Manifest, NamespaceKey, SnapshotStore
+from spark_jobs.snapshots.namespace_progress import ProgressFolder
+from spark_jobs.snapshots.progress_record import PartitionEntry, ProgressRecord
+from tests.counting_storage import counted_requests, counting_url
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
@@ -62,6 +65,7 @@ UNKNOWN_KEY = NamespaceKey("deleted_dag", TASK, INTERVAL)  # no DAG of that id i
 CORRUPT_KEY = NamespaceKey(DAG, "corrupt_task", INTERVAL)  # partition 1's manifest is crafted
 LIVE_KEY = NamespaceKey(DAG, "live_task", INTERVAL)  # a run holds its lease
 STOPPED_KEY = NamespaceKey(DAG, "stopped_task", INTERVAL)  # no run holds it
+BIG_KEY = NamespaceKey(DAG, "big_task", INTERVAL)  # a generated record of 10 000 partitions
 
 W_FINISHED = 1_763_600_000_000
 W_RUNNING = 1_763_596_800_000  # 2025-11-20T00:00:00Z: holds the job watermark back
@@ -176,11 +180,16 @@ def _run(env: dict[str, str], *args: str, timeout: float = 180) -> None:
     assert result.returncode == 0, f"{args} failed:\n{result.stdout}\n{result.stderr}"
 
 
+def fold_progress(store: SnapshotStore, key: NamespaceKey) -> None:
+    """What the job's driver does every progress interval: the namespace's progress record."""
+    ProgressFolder(store, key, "run-0", partition_count=2, records_total=10).refresh()
+
+
 def _write_namespace(
     store: SnapshotStore, key: NamespaceKey, budget_exhausted: bool = True
 ) -> None:
     """Two partitions: 0 finished (3 of 3), 1 stopped by its request budget (2 results +
-    1 dead letter of 7)."""
+    1 dead letter of 7), and the progress record the driver folds from them."""
     store.write_job_record(key, {"fingerprint": "f", "inputs": {}, "enrichment": {"partitions": 2}})
     part = store.partition(key, 0)
     ref = part.write_segment(pa.table({"id": [1, 2, 3]}), kind="results", attempt="a0")
@@ -220,6 +229,7 @@ def _write_namespace(
             },
         )
     )
+    fold_progress(store, key)
 
 
 def _stop(process: subprocess.Popen) -> None:
@@ -259,6 +269,7 @@ def server(
     store.lease(LIVE_KEY, owner="run-1", ttl_s=3600).acquire(wait_s=0)
     [manifest] = Path(store.partition(CORRUPT_KEY, 1).path, "manifests").glob("*.json")
     manifest.write_bytes(b'{"format_version": 1, "epoch": NaN}')
+    fold_progress(store, CORRUPT_KEY)
 
     port = _free_port()
     env = _airflow_env(home, dags, plugins, port)
@@ -562,16 +573,94 @@ def test_unset_snapshot_root_is_503(server: Server) -> None:
     server.call("viewer", "GET", f"{URL_PREFIX}/api/namespaces", 200)
 
 
-def test_a_job_record_declaring_absurd_partitions_is_ignored(tmp_path: Path) -> None:
-    """The valve's cost grows with the square of the partition count: a crafted job record
-    must not make every page compute over 100 000 channels."""
-    from plugins.web.views import partition_count as _partition_count
+def ten_thousand_partitions(count: int = 10_000) -> ProgressRecord:
+    """A generated progress record, as the driver of a job of ``count`` partitions writes it."""
+    entry = PartitionEntry(
+        partition=0,
+        epoch=40,
+        input_offset=9_000,
+        records_total=100_000,
+        committed_rows=8_000,
+        dead_letter_rows=12,
+        in_flight=64,
+        watermark=W_RUNNING,
+        committed_at_ms=1_763_600_000_000,
+        attempt="s1-t0-a0",
+        run_id="run-big",
+        requests_made=8_100,
+        replayed=100,
+    )
+    parts = tuple(replace(entry, partition=n, attempt=f"s1-t{n}-a0") for n in range(count))
+    return ProgressRecord("run-big", 1_763_600_000_500, count, 100_000 * count, parts)
 
-    store = SnapshotStore(str(tmp_path))
-    store.write_job_record(KEY, {"enrichment": {"partitions": 100_000}})
-    assert _partition_count(store, KEY, []) == 0
-    store.write_job_record(KEY, {"enrichment": {"partitions": 8}})
-    assert _partition_count(store, KEY, []) == 8
+
+def test_a_progress_read_of_ten_thousand_partitions_is_two_requests(tmp_path: Path) -> None:
+    """The page's read of a 10 000-partition namespace: the record and the lease, nothing
+    that grows with partitions or cuts; a second of CPU is far more than it takes."""
+    from plugins.web.views import read_namespace
+
+    SnapshotStore(str(tmp_path)).write_progress_record(BIG_KEY, ten_thousand_partitions())
+    store = SnapshotStore(counting_url(tmp_path))
+    cpu = time.process_time()
+    with counted_requests() as requests:
+        view = read_namespace(store, BIG_KEY, URL_PREFIX, offset=9_900, limit=100)
+    assert view is not None and view.model_dump_json()
+    cpu = time.process_time() - cpu
+    assert requests == {"cat_file": 2}, "one GET of the record, one of the lease"
+    assert cpu < 1.0, f"{cpu:.3f} s of CPU for one page of a 10 000-partition namespace"
+    assert [p.partition for p in view.partitions] == list(range(9_900, 10_000))
+    assert view.totals.done_rows == 10_000 * 8_012
+
+
+def test_a_namespace_of_ten_thousand_partitions_pages(server: Server) -> None:
+    SnapshotStore(str(server.snapshot_root)).write_progress_record(
+        BIG_KEY, ten_thousand_partitions()
+    )
+    started = time.monotonic()
+    detail = server.call(
+        "viewer", "GET", _path(BIG_KEY), 200, params={"partitions_offset": 9_950}
+    ).json()
+    print(f"10 000 partitions: one page in {time.monotonic() - started:.3f} s over HTTP")
+    assert [p["partition"] for p in detail["partitions"]] == list(range(9_950, 10_000))
+    assert detail["partitions_page"] == {"offset": 9_950, "limit": 100, "total": 10_000}
+    assert detail["totals"]["partitions_reported"] == 10_000
+    assert detail["totals"]["done_rows"] == 10_000 * 8_012
+    first = server.call("viewer", "GET", _path(BIG_KEY), 200).json()
+    assert [p["partition"] for p in first["partitions"]] == list(range(100))
+    page = server.call("viewer", "GET", f"{URL_PREFIX}/", 200, params={"task_id": "big_task"})
+    assert "partitions 1–100 of 10\u202f000" in page.text
+    assert "<td>part 99</td>" in page.text and "<td>part 100</td>" not in page.text
+    too_many = {"partitions_limit": 10**6}
+    server.call("viewer", "GET", _path(BIG_KEY), 422, params=too_many)
+
+
+def test_a_run_without_a_progress_record_is_shown_saying_so(server: Server) -> None:
+    """A run of an earlier version (manifests, no progress.json): no scan, a note."""
+    store, key = SnapshotStore(str(server.snapshot_root)), NamespaceKey(DAG, "old_task", INTERVAL)
+    _write_namespace(store, key)
+    Path(store.namespace_path(key), "progress.json").unlink()
+    detail = server.call("viewer", "GET", _path(key), 200).json()
+    assert detail["partitions"] == [] and detail["progress_note"].startswith("No progress record")
+    page = server.call("viewer", "GET", f"{URL_PREFIX}/", 200, params={"task_id": "old_task"})
+    assert "No progress record yet: the job&#x27;s driver writes one" in page.text
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b'{"format_version": 1, "partitions": [', b'{"format_version": 1, "run_id": 7}', b"\xff"],
+    ids=["truncated", "wrong-type", "binary"],
+)
+def test_an_unreadable_progress_record_is_reported_and_the_page_answers(
+    server: Server, content: bytes
+) -> None:
+    store, key = SnapshotStore(str(server.snapshot_root)), NamespaceKey(DAG, "bad_task", INTERVAL)
+    _write_namespace(store, key)
+    Path(store.namespace_path(key), "progress.json").write_bytes(content)
+    detail = server.call("viewer", "GET", _path(key), 200).json()
+    assert detail["progress_note"].startswith("The progress record is unreadable (")
+    assert detail["partitions"] == []
+    page = server.call("viewer", "GET", f"{URL_PREFIX}/", 200, params={"task_id": "bad_task"})
+    assert "The progress record is unreadable" in page.text
 
 
 def test_snapshots_of_a_dag_unknown_to_airflow_are_for_admins_only(server: Server) -> None:

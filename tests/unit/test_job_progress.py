@@ -1,5 +1,6 @@
 """The driver's progress lines (``spark_jobs/progress.py``) from real manifests in a real
-snapshot store; the clock is the reporter's own, so rates are exact figures."""
+snapshot store, folded into the namespace's progress record as the job does; the clock is
+the reporter's own, so rates are exact figures."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from spark_jobs.progress import ProgressReporter
 from spark_jobs.snapshots import Manifest, NamespaceKey, SnapshotStore
+from spark_jobs.snapshots.namespace_progress import ProgressFolder
 
 KEY = NamespaceKey("d", "t", "i")
 
@@ -38,7 +40,8 @@ def test_the_first_line_gives_the_rate_since_start_never_zero(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="enrich_job.progress")
     store, clock = SnapshotStore(str(tmp_path)), Clock()
     commit(store, 0, rows=200, epoch=3)  # resumed: 200 done by an earlier run
-    reporter = ProgressReporter(store, KEY, {0: 1000, 1: 1000}, interval=5, clock=clock)
+    folder = ProgressFolder(store, KEY, "run", partition_count=2, records_total=2000)
+    reporter = ProgressReporter(folder, {0: 1000, 1: 1000}, interval=5, clock=clock)
     reporter.baseline()
     commit(store, 0, rows=400, epoch=4)
     commit(store, 1, rows=100, epoch=0)
@@ -61,8 +64,23 @@ def test_without_a_starting_point_the_first_line_says_no_rate_yet(tmp_path, capl
     caplog.set_level(logging.INFO, logger="enrich_job.progress")
     store, clock = SnapshotStore(str(tmp_path)), Clock()
     commit(store, 0, rows=300, epoch=2)
-    reporter = ProgressReporter(store, KEY, {0: 1000}, interval=5, clock=clock)
+    folder = ProgressFolder(store, KEY, "run", partition_count=1, records_total=1000)
+    reporter = ProgressReporter(folder, {0: 1000}, interval=5, clock=clock)
     reporter.report()  # no baseline: its reading failed
     assert partition_lines(caplog) == [
         "partition 0: 300/1000 (30%), no rate yet, 0 in flight, epoch 2"
     ]
+
+
+def test_every_line_leaves_the_record_the_readers_read(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="enrich_job.progress")
+    store, clock = SnapshotStore(str(tmp_path)), Clock()
+    folder = ProgressFolder(store, KEY, "run", partition_count=2, records_total=2000)
+    reporter = ProgressReporter(folder, {0: 1000, 1: 1000}, interval=5, clock=clock)
+    commit(store, 1, rows=100, epoch=0)
+    reporter.report()
+    record = store.progress_record(KEY)
+    assert record is not None and [p.partition for p in record.partitions] == [1]
+    assert "progress: epoch 0: 100 of 2 000 records committed, 0 in flight" in caplog.text
+    commit(store, 0, rows=400, epoch=4)
+    assert reporter.final().done == 500 == store.progress_record(KEY).done

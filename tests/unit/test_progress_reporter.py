@@ -1,6 +1,7 @@
 """The progress line the Airflow operator writes to its task's "Task State Store" tab,
-from real manifests in a real snapshot store (the state store is a recording stand-in:
-Airflow's accessor needs a running task supervisor; the browser test sees the real one)."""
+from the progress record the driver folds from real manifests in a real snapshot store
+(the state store is a recording stand-in: Airflow's accessor needs a running task
+supervisor; the browser test sees the real one)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pyarrow as pa
 
 from plugins.progress_reporter import PROGRESS_KEY, progress_line, reporting_progress
 from spark_jobs.snapshots import Manifest, NamespaceKey, SnapshotStore
+from spark_jobs.snapshots.namespace_progress import ProgressFolder
 
 KEY = NamespaceKey("enrich_customers", "enrich", "2024-01-01T00:00:00+00:00")
 
@@ -41,19 +43,24 @@ def commit(store: SnapshotStore, partition: int, rows: int, epoch: int, total: i
 
 def test_progress_line_counts_committed_records_of_every_partition(tmp_path):
     store = SnapshotStore(str(tmp_path))
-    store.write_job_record(KEY, {"fingerprint": "f", "enrichment": {"partitions": 2}})
+    driver = ProgressFolder(store, KEY, "run", partition_count=2, records_total=100_000)
+    assert progress_line(store, KEY) is None  # the driver has written nothing yet
+    driver.refresh()
     assert progress_line(store, KEY) is None  # nothing committed yet
     commit(store, 0, rows=1200, epoch=3, total=50_000)
-    assert progress_line(store, KEY) == "1 200 / ? committed, epoch 3, 2 in flight"
+    assert progress_line(store, KEY) is None, "read from the record, not the manifests"
+    driver.refresh()
+    assert progress_line(store, KEY) == "1 200 / 100 000 committed, epoch 3, 2 in flight"
     commit(store, 1, rows=47_013, epoch=12, total=50_000)
+    driver.refresh()
     assert progress_line(store, KEY) == "48 213 / 100 000 committed, epoch 12, 4 in flight"
 
 
-def test_the_drivers_count_is_the_total_before_every_partition_reported(tmp_path):
+def test_without_the_drivers_count_the_total_is_unknown(tmp_path):
     store = SnapshotStore(str(tmp_path))
-    store.write_job_record(KEY, {"fingerprint": "f", "records_in": 100_000})
     commit(store, 0, rows=1200, epoch=3, total=50_000)
-    assert progress_line(store, KEY) == "1 200 / 100 000 committed, epoch 3, 2 in flight"
+    ProgressFolder(store, KEY, "run", partition_count=2, records_total=None).refresh()
+    assert progress_line(store, KEY) == "1 200 / ? committed, epoch 3, 2 in flight"
 
 
 def test_the_published_count_replaces_the_snapshots(tmp_path):
@@ -65,11 +72,13 @@ def test_the_published_count_replaces_the_snapshots(tmp_path):
 
 def test_reporting_writes_where_it_starts_and_where_it_ends(tmp_path):
     store = SnapshotStore(str(tmp_path))
-    store.write_job_record(KEY, {"fingerprint": "f", "enrichment": {"partitions": 1}})
+    driver = ProgressFolder(store, KEY, "run", partition_count=1, records_total=100)
     commit(store, 0, rows=5, epoch=1, total=100)
+    driver.refresh()
     state = RecordingStateStore()
     with reporting_progress({"task_state_store": state}, store, KEY):
         commit(store, 0, rows=60, epoch=4, total=100)
+        driver.refresh()
     assert state.values == [
         "5 / 100 committed, epoch 1, 2 in flight",
         "60 / 100 committed, epoch 4, 2 in flight",

@@ -1,0 +1,131 @@
+"""The driver's side of the progress record: fold every partition's latest commit into one
+``progress.json`` (``progress_record.py``) and keep it current.
+
+Incremental: a partition whose task in this run has ended (finished, or stopped by its
+budget or a systemic failure) is read once more after that and never again; the others
+through their latest commit (``PartitionSnapshots.latest``), a few at a time in threads,
+since each is a round trip or two to the storage. Partitions without a directory have
+not started and cost nothing beyond the one listing of the namespace.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from .paths import NamespaceKey
+from .progress import PartitionProgress
+from .progress_record import MAX_TEXT, PartitionEntry, ProgressRecord
+from .store import SnapshotStore
+
+logger = logging.getLogger(__name__)
+
+#: Partitions read at once by a refresh (each read waits on the storage, not the CPU).
+READ_THREADS = 8
+
+
+def _text(value: object) -> str:
+    return str(value)[:MAX_TEXT]
+
+
+def _counter(stats: dict[str, object], name: str) -> int:
+    value = stats.get(name, 0)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def entry_of(progress: PartitionProgress) -> PartitionEntry:
+    """A partition's entry from its best manifest's progress (its stats as the runner
+    wrote them: ``partition_runner/stats.py``)."""
+    stats = dict(progress.stats)
+    reason = stats.get("systemic_failure")
+    peak = stats.get("rss_mb_peak", 0.0)
+    return PartitionEntry(
+        partition=progress.partition,
+        epoch=progress.epoch,
+        input_offset=progress.input_offset,
+        records_total=progress.records_total,
+        committed_rows=progress.committed_rows,
+        dead_letter_rows=progress.dead_letter_rows,
+        in_flight=progress.in_flight,
+        watermark=progress.watermark,
+        committed_at_ms=int(progress.committed_at.timestamp() * 1000),
+        attempt=_text(progress.attempt),
+        run_id=_text(stats.get("run_id", "")),
+        finished=bool(stats.get("finished")),
+        budget_exhausted=bool(stats.get("budget_exhausted")),
+        systemic_failure=_text(reason) if reason else None,
+        resumed=bool(stats.get("resumed")),
+        requests_made=_counter(stats, "requests_made"),
+        response_cache_hits=_counter(stats, "response_cache_hits"),
+        coalesced_calls=_counter(stats, "coalesced_calls"),
+        cache_hits=_counter(stats, "cache_hits"),
+        replayed=_counter(stats, "replayed"),
+        rss_mb_peak=float(peak) if isinstance(peak, int | float) and 0 <= peak < 1e12 else 0.0,
+    )
+
+
+class ProgressFolder:
+    """Keeps ``progress.json`` of one namespace current for the run ``run_id``.
+
+    ``partition_count`` and ``records_total`` are the job's (the driver counted the
+    input); :meth:`refresh` reads what changed, writes the record and returns it. Used
+    from one thread at a time (the driver's progress thread, then the driver itself).
+    ``holds`` (the run's lease) is asked before each write: a run fenced off writes no
+    progress over its successor's.
+    """
+
+    def __init__(
+        self,
+        store: SnapshotStore,
+        key: NamespaceKey,
+        run_id: str,
+        partition_count: int,
+        records_total: int | None,
+        holds: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self.store, self.key, self.run_id, self.holds = store, key, run_id, holds
+        self.partition_count, self.records_total = partition_count, records_total
+        self._entries: dict[int, PartitionEntry] = {}
+        self._corrupt: set[int] = set()
+
+    def refresh(self) -> ProgressRecord:
+        """Read the partitions that may have changed, then write and return the record."""
+        numbers = [
+            number
+            for number in self.store.partitions(self.key)
+            if not (number in self._entries and self._entries[number].settled(self.run_id))
+        ]
+        with ThreadPoolExecutor(READ_THREADS, thread_name_prefix="progress-read") as pool:
+            found = list(pool.map(self._read, numbers))
+        for number, entry in zip(numbers, found, strict=True):
+            if isinstance(entry, PartitionEntry):
+                self._entries[number] = entry
+                self._corrupt.discard(number)
+                continue
+            self._entries.pop(number, None)
+            if entry:  # manifest files, not one of them valid
+                self._corrupt.add(number)
+        record = ProgressRecord(
+            run_id=_text(self.run_id),
+            written_at_ms=int(time.time() * 1000),
+            partition_count=self.partition_count,
+            records_total=self.records_total,
+            partitions=tuple(self._entries[n] for n in sorted(self._entries)),
+            corrupt_partitions=tuple(sorted(self._corrupt)),
+        )
+        if self.holds():
+            self.store.write_progress_record(self.key, record)
+        else:
+            logger.warning("progress record not written: this run no longer holds its lease")
+        return record
+
+    def _read(self, number: int) -> PartitionEntry | bool:
+        """The partition's entry; without a valid manifest, whether it has manifest files
+        (corrupt) or none yet (not committed)."""
+        snapshots = self.store.partition(self.key, number)
+        manifest = snapshots.latest(verify_content=False)
+        if manifest is None:
+            return snapshots.has_manifest_files()
+        return entry_of(PartitionProgress.of(manifest))

@@ -1,0 +1,296 @@
+"""The namespace's progress record (``progress.json``): the one document progress readers read.
+
+The driver folds each partition's latest commit into it every ``--progress-interval`` and
+writes it atomically (``namespace_progress.py``). The driver's progress lines, the job
+summary, the Airflow task's Storage tab and the snapshot page read it and never scan
+manifests, so reading progress costs one small GET whatever the number of cuts.
+
+Compact on purpose: a partition is one JSON array in the order of :data:`COLUMNS` (about
+130 bytes), so 10 000 partitions make about 1.3 MB. A reader refuses a record over
+:data:`MAX_RECORD_BYTES`, of another format, or with a value of the wrong type, with a
+:class:`ProgressRecordError` naming the row and column: an unreadable record is reported,
+never guessed at.
+
+Standard library only (and the stored-JSON guard of ``manifest.py``): the Airflow side
+reads it too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime
+from operator import attrgetter
+from typing import Any
+
+from .manifest import ManifestError, parse_stored_json
+
+FORMAT_VERSION = 1
+#: Larger records are refused unread (a reader asks for at most this many bytes).
+MAX_RECORD_BYTES = 32 * 2**20
+#: Most partitions one record holds: about 26 MB at the per-partition size above.
+MAX_PARTITIONS = 200_000
+#: Attempt ids, run ids and failure reasons are cut to this many characters when written.
+MAX_TEXT = 1_000
+_INT64 = 2**63
+
+
+class ProgressRecordError(ValueError):
+    """A stored progress record is unreadable: not JSON, too large, another format, or a
+    value of the wrong type (the message names the row and column)."""
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _INT64
+
+
+def _int64(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and -_INT64 <= value < _INT64
+
+
+def _optional(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda value: value is None or check(value)
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str) and len(value) <= MAX_TEXT
+
+
+def _flag(value: Any) -> bool:
+    return isinstance(value, bool)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < 1e12
+
+
+def describe_progress(epoch: int, done: int, in_flight: int, records_total: int | None) -> str:
+    """``epoch 12: 48 213 of 100 000 records committed, 64 in flight``: the one wording of
+    progress in logs, the Storage tab and the page."""
+    total = f"{records_total:,}".replace(",", " ") if records_total is not None else "?"
+    spaced = f"{done:,}".replace(",", " ")
+    return f"epoch {epoch}: {spaced} of {total} records committed, {in_flight} in flight"
+
+
+@dataclass(frozen=True)
+class PartitionEntry:
+    """One partition as its latest valid commit left it (counters of the chain of attempts
+    that led to that commit, as the manifest's stats count them)."""
+
+    partition: int
+    epoch: int
+    input_offset: int
+    records_total: int | None
+    committed_rows: int
+    dead_letter_rows: int
+    in_flight: int
+    watermark: int | None
+    committed_at_ms: int
+    attempt: str
+    run_id: str = ""
+    finished: bool = False
+    budget_exhausted: bool = False
+    systemic_failure: str | None = None
+    resumed: bool = False
+    requests_made: int = 0
+    response_cache_hits: int = 0
+    coalesced_calls: int = 0
+    cache_hits: int = 0
+    replayed: int = 0
+    rss_mb_peak: float = 0.0
+
+    @property
+    def done_rows(self) -> int:
+        """Records with a committed outcome: enriched or dead letter."""
+        return self.committed_rows + self.dead_letter_rows
+
+    @property
+    def committed_at(self) -> datetime:
+        return datetime.fromtimestamp(self.committed_at_ms / 1000, UTC)
+
+    def settled(self, run_id: str) -> bool:
+        """Whether run ``run_id``'s task of this partition has ended (finished, or stopped
+        by its budget or a systemic failure): its commit will not change in this run."""
+        ended = self.finished or self.budget_exhausted or bool(self.systemic_failure)
+        return ended and self.run_id == run_id
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        """The manifest's stats this record keeps, under the manifest's names."""
+        return {
+            name: getattr(self, name)
+            for name in COLUMNS[COLUMNS.index("run_id") :]
+            if getattr(self, name) not in (None, "")
+        }
+
+
+#: The columns of a stored partition row, and what each value must be.
+_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "partition": _count,
+    "epoch": _count,
+    "input_offset": _count,
+    "records_total": _optional(_count),
+    "committed_rows": _count,
+    "dead_letter_rows": _count,
+    "in_flight": _count,
+    "watermark": _optional(_int64),
+    "committed_at_ms": _count,
+    "attempt": _text,
+    "run_id": _text,
+    "finished": _flag,
+    "budget_exhausted": _flag,
+    "systemic_failure": _optional(_text),
+    "resumed": _flag,
+    "requests_made": _count,
+    "response_cache_hits": _count,
+    "coalesced_calls": _count,
+    "cache_hits": _count,
+    "replayed": _count,
+    "rss_mb_peak": _number,
+}
+COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(PartitionEntry))
+assert COLUMNS == tuple(_CHECKS), "every column has its check"
+_row = attrgetter(*COLUMNS)
+_EXPECTED = {
+    "format_version": "int",
+    "run_id": "str",
+    "written_at_ms": "int",
+    "partition_count": "int",
+    "records_total": "int or null",
+    "corrupt_partitions": "list",
+    "columns": f"the {len(COLUMNS)} column names of format {FORMAT_VERSION}",
+    "partitions": "list",
+}
+
+
+@dataclass(frozen=True)
+class ProgressRecord:
+    """Every partition's latest commit, folded into one document by the run ``run_id``.
+
+    ``partition_count`` is the job's (partitions without a commit have no entry);
+    ``corrupt_partitions`` have manifest files but not one valid manifest.
+    """
+
+    run_id: str
+    written_at_ms: int
+    partition_count: int
+    records_total: int | None
+    partitions: tuple[PartitionEntry, ...]
+    corrupt_partitions: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        numbers = [p.partition for p in self.partitions]
+        if numbers != sorted(set(numbers)):
+            raise ProgressRecordError("partitions: not in ascending order without repeats")
+        if len(numbers) > MAX_PARTITIONS:
+            raise ProgressRecordError(f"partitions: {len(numbers)} is over {MAX_PARTITIONS}")
+
+    @property
+    def written_at(self) -> datetime:
+        return datetime.fromtimestamp(self.written_at_ms / 1000, UTC)
+
+    @property
+    def epoch(self) -> int:
+        return max((p.epoch for p in self.partitions), default=0)
+
+    @property
+    def done(self) -> int:
+        return sum(p.done_rows for p in self.partitions)
+
+    @property
+    def in_flight(self) -> int:
+        return sum(p.in_flight for p in self.partitions if not p.finished)
+
+    def describe(self, records_total: int | None = None) -> str:
+        total = self.records_total if records_total is None else records_total
+        return describe_progress(self.epoch, self.done, self.in_flight, total)
+
+    def watermark(self) -> int | None:
+        """The watermark valve's output with partitions as channels, in one pass: a
+        finished or missing partition is idle; the minimum over the active ones, the
+        maximum when every one is idle; None while an active one has none yet."""
+        marks = [p.watermark for p in self.partitions if p.watermark is not None]
+        if not marks:
+            return None
+        active = [p.watermark for p in self.partitions if not p.finished]
+        if not active:
+            return max(marks)
+        return None if None in active else min(m for m in active if m is not None)
+
+    def to_json(self) -> bytes:
+        document = {
+            "format_version": FORMAT_VERSION,
+            "run_id": self.run_id,
+            "written_at_ms": self.written_at_ms,
+            "partition_count": self.partition_count,
+            "records_total": self.records_total,
+            "corrupt_partitions": list(self.corrupt_partitions),
+            "columns": list(COLUMNS),
+            "partitions": [_row(p) for p in self.partitions],
+        }
+        return json.dumps(document, separators=(",", ":"), allow_nan=False).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> ProgressRecord:
+        """Parse and check a stored record; any defect raises :class:`ProgressRecordError`."""
+        if len(data) > MAX_RECORD_BYTES:
+            raise ProgressRecordError(f"{len(data)} bytes or more, over {MAX_RECORD_BYTES}")
+        try:
+            document = parse_stored_json(data, "progress record")
+        except ManifestError as error:
+            raise ProgressRecordError(str(error)) from None
+        _check_document(document)
+        rows = document["partitions"]
+        if len(rows) > MAX_PARTITIONS:
+            raise ProgressRecordError(f"partitions: {len(rows)} is over {MAX_PARTITIONS}")
+        return cls(
+            run_id=document["run_id"],
+            written_at_ms=document["written_at_ms"],
+            partition_count=document["partition_count"],
+            records_total=document["records_total"],
+            partitions=tuple(_entry(index, row) for index, row in enumerate(rows)),
+            corrupt_partitions=tuple(_corrupt(document["corrupt_partitions"])),
+        )
+
+
+def _check_document(document: Any) -> None:
+    if not isinstance(document, dict):
+        raise ProgressRecordError("not a JSON object")
+    version = document.get("format_version")
+    if version != FORMAT_VERSION:
+        raise ProgressRecordError(
+            f"format_version {version!r} is not {FORMAT_VERSION} (written by another version)"
+        )
+    checks: Mapping[str, Callable[[Any], bool]] = {
+        "run_id": _text,
+        "written_at_ms": _count,
+        "partition_count": _count,
+        "records_total": _optional(_count),
+        "corrupt_partitions": lambda v: isinstance(v, list),
+        "columns": lambda v: v == list(COLUMNS),
+        "partitions": lambda v: isinstance(v, list),
+    }
+    for name, check in checks.items():
+        if name not in document or not check(document[name]):
+            got = repr(document.get(name, "nothing"))[:80]
+            raise ProgressRecordError(f"{name}: expected {_EXPECTED[name]} as written, got {got}")
+
+
+def _entry(index: int, row: Any) -> PartitionEntry:
+    if not isinstance(row, list) or len(row) != len(COLUMNS):
+        raise ProgressRecordError(f"partitions[{index}]: expected a list of {len(COLUMNS)} values")
+    for name, value in zip(COLUMNS, row, strict=True):
+        if not _CHECKS[name](value):
+            raise ProgressRecordError(
+                f"partitions[{index}] (partition {row[0]!r:.20}).{name}: "
+                f"unexpected value {value!r:.80}"
+            )
+    return PartitionEntry(*row)
+
+
+def _corrupt(numbers: Sequence[Any]) -> Iterable[int]:
+    for index, number in enumerate(numbers):
+        if not _count(number):
+            raise ProgressRecordError(f"corrupt_partitions[{index}]: expected an int >= 0")
+        yield number
