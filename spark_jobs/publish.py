@@ -66,11 +66,10 @@ def publish(staging: str, output: str, summary: dict[str, Any], holds: Callable[
         raise LeaseError(FENCED)
     records = None if summary.get("budget_exhausted") else staging
     _point(output, summary, records)
-    _remove(rejected_for(output))  # superseded: its records are no longer the last result
+    if _named_run(rejected_for(output)) is not None:  # superseded by the new result
+        _remove(rejected_for(output))
     current = None if records is None else basename(records)
     _remove_runs(output, keep={current, replaced})
-    for name in _LEGACY:
-        _remove(f"{output.rstrip('/')}/{name}")
 
 
 def set_aside(staging: str, output: str, summary: dict[str, Any]) -> None:
@@ -124,16 +123,22 @@ def _named_run(location: str) -> str | None:
 
 
 def _remove_runs(output: str, keep: set[str | None]) -> None:
+    """Remove every run folder but those in ``keep``, and records left beside the summary
+    by the layout before run folders; one listing per level, bulk deletes on S3."""
     fs, root = fsspec.core.url_to_fs(output)
-    runs = f"{root.rstrip('/')}/{RUNS}"
-    fs.invalidate_cache(runs)
-    try:
-        folders = fs.ls(runs, detail=False)
-    except FileNotFoundError:
-        return
-    for folder in folders:
-        if basename(folder) not in keep:
-            _rm(fs, folder)
+    root = root.rstrip("/")
+    for level, removed in (
+        (root, lambda name: name in _LEGACY),
+        (f"{root}/{RUNS}", lambda name: name not in keep),
+    ):
+        fs.invalidate_cache(level)
+        try:
+            entries = fs.ls(level, detail=False)
+        except FileNotFoundError:
+            return
+        for entry in entries:
+            if removed(basename(entry)):
+                _rm(fs, entry)
 
 
 def _remove(url: str) -> None:
