@@ -2,7 +2,7 @@
 and one small object written last makes them the output.
 
 A run writes ``data/`` and ``dead_letters/`` into its own folder under the output,
-``<output>/runs/<run id>/`` (:func:`staging_for`). Publishing writes the run's summary,
+``<output>/runs/<run id>-<token>/`` (:func:`staging_for`). Publishing writes the run's summary,
 naming that folder, as ``<output>/_SUMMARY.json`` (see :mod:`spark_jobs.current_result`):
 one PUT on S3, one rename on a disk, so a reader finds the old result or the new one,
 complete, never a mix, and no object is copied whatever the number of files. Only after
@@ -43,9 +43,10 @@ FENCED = (
 
 
 def staging_for(output: str, run_id: str) -> str:
-    """The folder run ``run_id`` writes into: ``<output>/runs/<run id>``, unpublished
-    until the output's summary names it."""
-    return f"{output.rstrip('/')}/{RUNS}/{_folder_name(run_id)}"
+    """The folder run ``run_id`` writes into: ``<output>/runs/<run id>-<token>``,
+    unpublished until the output's summary names it. The token keeps a rerun under the
+    same ``--run-id`` out of the folder the output names now: written once, never over."""
+    return f"{output.rstrip('/')}/{RUNS}/{_folder_name(run_id)}-{uuid.uuid4().hex[:8]}"
 
 
 def rejected_for(output: str) -> str:

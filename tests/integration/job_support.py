@@ -85,5 +85,6 @@ def read_output(out: Path) -> tuple[list[dict], list[dict], dict]:
 
 
 def run_folders(out: Path) -> list[str]:
-    """The run folders left under ``out/runs`` (published ones, and the one replaced)."""
-    return sorted(p.name for p in (out / "runs").iterdir()) if (out / "runs").exists() else []
+    """The run ids whose folders are left under ``out/runs`` (``<run id>-<token>``)."""
+    folders = (out / "runs").iterdir() if (out / "runs").exists() else []
+    return sorted(p.name.rsplit("-", 1)[0] for p in folders)

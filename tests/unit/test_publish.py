@@ -41,6 +41,10 @@ def write_run(output: Path, run_id: str, rows: int, files: int = 3) -> str:
     return staging
 
 
+def token(output: Path) -> str:
+    return next((output / "runs").iterdir()).name.rsplit("-", 1)[1]
+
+
 def summary(run_id: str, rows: int, **extra) -> dict:
     return {"run_id": run_id, "records_in": rows + 1, "enriched": rows, "dead_letters": 1, **extra}
 
@@ -55,14 +59,15 @@ def run(output: Path, run_id: str, rows: int = 10) -> None:
 
 
 def runs(output: Path) -> list[str]:
-    return sorted(p.name for p in (output / "runs").iterdir())
+    """The run ids whose folders are left (a folder is ``<run id>-<token>``)."""
+    return sorted(p.name.rsplit("-", 1)[0] for p in (output / "runs").iterdir())
 
 
 def test_publish_names_the_run_in_the_summary_and_readers_find_it_there(tmp_path):
     out = tmp_path / "out"
     run(out, "first", rows=12)
     written = json.loads((out / "_SUMMARY.json").read_text())
-    assert written == {**summary("first", 12), "result": "runs/first"}
+    assert written == {**summary("first", 12), "result": f"runs/{runs(out)[0]}-{token(out)}"}
     assert sorted(p.name for p in out.iterdir()) == ["_SUMMARY.json", "runs"]
     data = pq.read_table(current_data_path(str(out)))
     assert sorted(data.column("id").to_pylist()) == list(range(12))
@@ -141,7 +146,7 @@ def test_a_rejected_result_is_named_beside_the_output_until_the_next_publish(tmp
         discard(staging)  # the job's finally: a folder a summary names stays
     rejected = read_result(rejected_for(str(out)))
     assert rejected.summary["run_id"] == "worse"
-    assert rejected.summary["result"] == "../out/runs/worse"
+    assert rejected.summary["result"].startswith("../out/runs/worse-")
     assert pq.read_table(rejected.dead_letters).column("run").to_pylist() == ["worse"]
     assert read_result(str(out)).summary["run_id"] == "good", "the output is unchanged"
     assert runs(out) == ["good", "worse"], "the older rejected run is gone"
@@ -170,14 +175,14 @@ def test_an_output_published_before_run_folders_is_read_then_replaced(tmp_path):
     assert pq.read_table(current_data_path(str(out))).num_rows == 5
 
 
-def test_run_folders_are_safe_path_names_for_any_run_id():
+def test_run_folders_are_safe_path_names_for_any_run_id_and_never_reused():
     airflow = "manual__2026-11-20T00:00:00+00:00.try1.ab12cd"
-    assert staging_for("s3://b/out/", airflow) == (
-        "s3://b/out/runs/manual__2026-11-20T00%3A00%3A00%2B00%3A00.try1.ab12cd"
+    assert staging_for("s3://b/out/", airflow).startswith(
+        "s3://b/out/runs/manual__2026-11-20T00%3A00%3A00%2B00%3A00.try1.ab12cd-"
     )
     odd = staging_for("/out", "a/../b c")
     assert odd.startswith("/out/runs/a_.._b_c-") and odd.count("/") == 3
-    assert odd != staging_for("/out", "a/../b_c"), "distinct run ids, distinct folders"
+    assert staging_for("/out", "same") != staging_for("/out", "same"), "a rerun's is new"
 
 
 def test_a_reader_racing_publishes_always_reads_one_whole_result(tmp_path):
