@@ -1,7 +1,7 @@
 """Finding the result an output holds now: ``<output>/_SUMMARY.json`` names it.
 
 A run writes its records once, into a folder of its own under the output
-(``<output>/runs/<run id>/data/`` and ``dead_letters/``), and publishes by writing
+(``<output>/runs/<run id>-<token>/data/`` and ``dead_letters/``), and publishes by writing
 ``<output>/_SUMMARY.json`` last: the run's summary plus ``result``, the path of that run
 folder relative to the summary's own folder. That one small object is what switches
 readers from one complete result to the next (one PUT on S3, one rename on a disk), so
