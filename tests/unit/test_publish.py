@@ -159,6 +159,8 @@ def test_a_run_that_publishes_nothing_leaves_no_output_behind(tmp_path):
     out = tmp_path / "out"
     discard(write_run(out, "failed", 3))
     assert not out.exists()
+    with pytest.raises(FileNotFoundError, match=r"no result published under .*out \(no _SUMMARY"):
+        current_data_path(str(out))
 
 
 def test_an_output_published_before_run_folders_is_read_then_replaced(tmp_path):
