@@ -30,6 +30,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from demo.stack import DemoApiProcess
+from spark_jobs.current_result import current_dead_letters_path
 
 RESULTS = Path(__file__).parent / "results" / "reliability.json"
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -129,7 +130,7 @@ def run_rate_limited(work: Path, partitions: int, rows: int, body: str) -> dict[
     finally:
         api.stop()
     summary = json.loads((work / "out" / "_SUMMARY.json").read_text())
-    dead = pq.read_table(work / "out" / "dead_letters").to_pylist()
+    dead = pq.read_table(current_dead_letters_path(str(work / "out"))).to_pylist()
     return {
         "dead_letter_errors": sorted({str(d.get("error"))[:120] for d in dead}),
         "admitted_per_second": admitted_per_second(stats),

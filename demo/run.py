@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from demo.generate import generate_rows, write
 from demo.stack import ROOT, airflow_env, airflow_services, demo_api, init_airflow
+from spark_jobs.current_result import read_result
 from spark_jobs.snapshots import NamespaceKey, PartitionProgress, SnapshotStore
 from spark_jobs.snapshots.resume import NamespaceProgress, read_progress
 
@@ -221,10 +222,11 @@ def _summary(af, run_id: str) -> dict[str, Any]:
 
 
 def _rows_written(output: str) -> int:
+    result = read_result(output)
     return sum(
         pq.read_metadata(f).num_rows
-        for kind in ("data", "dead_letters")
-        for f in (Path(output) / kind).glob("*.parquet")
+        for folder in (result.data, result.dead_letters)
+        for f in Path(folder).glob("*.parquet")
     )
 
 

@@ -51,8 +51,8 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
     """Enrich ``input_path`` into ``output_path`` through the API of ``api_conn_id``.
 
     :param input_path: the input: a file, directory or glob, any Spark URL (templated).
-    :param output_path: where ``data/``, ``dead_letters/`` and ``_SUMMARY.json`` go
-        (templated).
+    :param output_path: where the result goes: ``_SUMMARY.json``, naming the run folder
+        ``runs/<run id>/`` with ``data/`` and ``dead_letters/`` (templated).
     :param key_column: the record key, one column or several (``"a,b"`` or a list):
         partitioning and order within a partition.
     :param url_path: path template appended to the connection's base URL, e.g.

@@ -13,17 +13,15 @@ with the merged summary, so a plain rerun of the job does not overwrite the retr
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
-import fsspec
-
+from spark_jobs.current_result import NoDataError, PublishedResult, read_result
 from spark_jobs.defaults import DEAD_LETTER_RETRY_SUFFIX
 from spark_jobs.input_reader import with_helper_columns
 from spark_jobs.job_spec import JobSpec
 from spark_jobs.option_values import SpecError, parse_error_classes
-from spark_jobs.publish import SUMMARY, rejected_for
+from spark_jobs.publish import rejected_for
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 
 ALL = "all"
@@ -43,8 +41,8 @@ def original_namespace(key: NamespaceKey) -> NamespaceKey:
 class DeadLetterRetry:
     """The base a retry starts from, and the rows it retries."""
 
-    base: str
-    base_summary: dict[str, Any]
+    base: PublishedResult
+    """The published output's result, or the rejected one's."""
     classes: list[str] | None
     frame: Any
     """The chosen dead letters as input rows (with the runner's helper columns)."""
@@ -52,24 +50,25 @@ class DeadLetterRetry:
     @classmethod
     def open(cls, spark: Any, spec: JobSpec) -> DeadLetterRetry:
         base = _base(spec.output)
-        with fsspec.open(f"{base}/{SUMMARY}") as file:
-            base_summary = json.load(file)
         classes = parse_error_classes(spec.retry_dead_letters or ALL)
-        dead = spark.read.parquet(f"{base}/dead_letters")
+        try:
+            dead = spark.read.parquet(base.dead_letters)
+        except NoDataError as error:  # a run stopped by its budget: resume it instead
+            raise SpecError(f"--retry-dead-letters: {error}") from None
         frame = dead.filter(_chosen(classes)).drop("error", "attempts")
-        return cls(base, base_summary, classes, with_helper_columns(frame, spec))
+        return cls(base, classes, with_helper_columns(frame, spec))
 
     def merge_into(self, spark: Any, staging: str) -> None:
         """Add the base's data and its dead letters not retried to the staged output."""
         out = staging.rstrip("/")
-        data = spark.read.parquet(f"{self.base}/data")
+        data = spark.read.parquet(self.base.data)
         data.write.mode("append").parquet(f"{out}/data")
-        dead = spark.read.parquet(f"{self.base}/dead_letters")
+        dead = spark.read.parquet(self.base.dead_letters)
         dead.filter(~_chosen(self.classes)).write.mode("append").parquet(f"{out}/dead_letters")
 
     def summary(self, retried: dict[str, Any]) -> dict[str, Any]:
         """The merged summary: the whole output's counts, and the retry's own."""
-        base = self.base_summary
+        base = self.base.summary
         summary = {
             **retried,
             "records_in": base["records_in"],
@@ -88,13 +87,9 @@ class DeadLetterRetry:
         return summary
 
     def close(self, store: SnapshotStore, key: NamespaceKey, completion: dict[str, Any]) -> None:
-        """After publishing: the original namespace is complete with the merged result,
-        and a rejected base is gone (its records are in the output now)."""
+        """After publishing (which removed a rejected base: its records are in the output
+        now), the original namespace is complete with the merged result."""
         store.mark_completed(original_namespace(key), completion)
-        rejected = rejected_for(self.base.removesuffix(".rejected"))
-        fs, path = fsspec.core.url_to_fs(rejected)
-        if self.base == rejected and fs.exists(path):
-            fs.rm(path, recursive=True)
 
 
 def original_fingerprint(store: SnapshotStore, key: NamespaceKey) -> str | None:
@@ -104,13 +99,14 @@ def original_fingerprint(store: SnapshotStore, key: NamespaceKey) -> str | None:
     return record.get("fingerprint")
 
 
-def _base(output: str) -> str:
+def _base(output: str) -> PublishedResult:
     """A rejected result when there is one (newer than any published output: a run that
     publishes removes it), else the published output."""
-    for candidate in (rejected_for(output), output.rstrip("/")):
-        fs, path = fsspec.core.url_to_fs(candidate)
-        if fs.exists(f"{path}/{SUMMARY}"):
-            return candidate
+    for candidate in (rejected_for(output), output):
+        try:
+            return read_result(candidate)
+        except FileNotFoundError:
+            continue
     raise SpecError(
         f"--retry-dead-letters: no result to retry under {output} (neither a published "
         f"output nor one rejected by --max-dead-letters)"

@@ -29,14 +29,7 @@ from spark_jobs.input_reader import read_input
 from spark_jobs.job_cli import parse_args
 from spark_jobs.job_spec import JobSpec, SpecError
 from spark_jobs.progress import ProgressReporter, tasks_ended
-from spark_jobs.publish import (
-    discard,
-    drop_data,
-    publish,
-    set_aside,
-    staging_for,
-    write_summary,
-)
+from spark_jobs.publish import discard, publish, set_aside, staging_for
 from spark_jobs.run_failures import RunFailed, dead_letter_ceiling, fail_if, systemic_failure
 from spark_jobs.secret_check import check_secrets
 from spark_jobs.snapshots import (
@@ -188,9 +181,9 @@ def _run_holding_lease(
             retry.merge_into(spark, staging)
             summary = retry.summary(summary)
         fail_if(store, key, job_record, run_id, _ceiling(spec, staging, summary))
-        _publish(spec, staging, summary, lease)
+        publish(staging, spec.output, summary, lease.holds)
     finally:
-        discard(staging)  # still there only when this run did not publish
+        discard(staging)  # unless a summary names it (published, or set aside)
     logger.info("summary: %s", json.dumps(summary, sort_keys=True))
     if not summary.get("budget_exhausted"):  # else the snapshots are what the next run resumes
         completion = {"fingerprint": job_record["fingerprint"], "run_id": run_id}
@@ -205,19 +198,8 @@ def _ceiling(spec: JobSpec, staging: str, summary: dict[str, Any]) -> RunFailed 
     """A crossed dead-letter ceiling; its result is set aside beside the output."""
     failure = dead_letter_ceiling(summary, spec.max_dead_letters)
     if failure is not None and failure.summary is not None:
-        write_summary(staging, failure.summary)
-        set_aside(staging, spec.output)
+        set_aside(staging, spec.output, failure.summary)
     return failure
-
-
-def _publish(spec: JobSpec, staging: str, summary: dict[str, Any], lease: NamespaceLease) -> None:
-    if summary.get("budget_exhausted"):
-        # Partial output must not look like a result: only the summary says so.
-        drop_data(staging)
-    write_summary(staging, summary)
-    if not lease.holds():
-        raise LeaseError(_FENCED)
-    publish(staging, spec.output)
 
 
 def _job_record(frame: Any, spec: JobSpec, records_in: int) -> dict[str, Any]:

@@ -49,6 +49,7 @@ from fsspec.core import url_to_fs
 from moto.server import ThreadedMotoServer
 
 from demo.stack import DemoApiProcess, demo_api
+from spark_jobs.current_result import read_result
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 from tests.integration.job_support import job_args, start_job, write_input
 from tests.integration.spark_cluster import standalone_cluster
@@ -285,10 +286,11 @@ class Chaos:
     def _check(self, outcome: Outcome, out: Path, api: DemoApiProcess) -> None:
         expected = Counter(f"k{i:05d}" for i in range(ROWS))
         try:
+            result = read_result(str(out))
             ids = Counter(
                 row["id"]
-                for kind in ("data", "dead_letters")
-                for row in pq.read_table(out / kind).to_pylist()
+                for path in (result.data, result.dead_letters)
+                for row in pq.read_table(path).to_pylist()
             )
         except (OSError, FileNotFoundError):
             ids = Counter()

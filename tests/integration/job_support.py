@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from spark_jobs.current_result import read_result
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -75,7 +77,14 @@ def kill_group(process: subprocess.Popen) -> None:
 
 
 def read_output(out: Path) -> tuple[list[dict], list[dict], dict]:
-    data = pq.read_table(out / "data").to_pylist()
-    dead = pq.read_table(out / "dead_letters").to_pylist()
-    summary = json.loads((out / "_SUMMARY.json").read_text())
-    return data, dead, summary
+    """The result ``out`` holds now, found as a reader finds it (through its summary)."""
+    result = read_result(str(out))
+    data = pq.read_table(result.data).to_pylist()
+    dead = pq.read_table(result.dead_letters).to_pylist()
+    return data, dead, result.summary
+
+
+def run_folders(out: Path) -> list[str]:
+    """The run ids whose folders are left under ``out/runs`` (``<run id>-<token>``)."""
+    folders = (out / "runs").iterdir() if (out / "runs").exists() else []
+    return sorted(p.name.rsplit("-", 1)[0] for p in folders)

@@ -57,7 +57,7 @@ def test_a_crossed_dead_letter_ceiling_fails_the_task_once_saying_why(tmp_path):
     assert "more than --max-dead-letters 1% (6)" in log
     assert "A retry: clearing this task replays the same result without calls" in log
     assert calls == len(ids), "each record called once: any retry replays the snapshots"
-    assert not (data / "output" / DAY).exists(), "nothing published"
+    assert not (data / "output" / DAY / "_SUMMARY.json").exists(), "nothing published"
 
 
 def job_flags(monkeypatch, tmp_path, **params) -> list[str]:

@@ -17,6 +17,7 @@ from .job_support import (
     job_args,
     kill_group,
     read_output,
+    run_folders,
     run_job,
     start_job,
     write_input,
@@ -71,7 +72,8 @@ def test_job_enriches_every_record_once_and_dead_letters_bad_rows(tmp_path):
     assert "starting fresh: no snapshot" in log
     left = sorted(p.name for p in (tmp_path / "snapshots" / "manual").rglob("*") if p.is_file())
     assert left == ["completed.json"], "after success only the completion record is left"
-    assert not list(tmp_path.glob("out.staging-*")), "the staging directory was published"
+    assert run_folders(tmp_path / "out") == [summary["run_id"]], "only the published run's"
+    assert not list(tmp_path.glob("out.*")), "nothing left beside the output"
 
 
 def test_sigkill_at_random_moments_then_resume_is_exact_and_cheap(tmp_path):

@@ -32,7 +32,8 @@ def test_budget_stops_resume_and_pay_exactly_once(tmp_path):
             summary = json.loads((out / "_SUMMARY.json").read_text())
             assert summary["budget_exhausted"] is True
             assert (summary["records_done"], summary["records_left"]) == (done, 600 - done)
-            assert not (out / "data").exists(), "no partial output is published"
+            assert summary["result"] is None, "no partial output is published"
+            assert not list(out.rglob("*.parquet")), "no partial output is left"
             assert sum(api.calls_per_key().values()) == done, f"run {run} overspent"
         code, log = run_job(args)
         assert code == 0, log[-3000:]

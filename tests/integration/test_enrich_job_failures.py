@@ -8,14 +8,24 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from demo.stack import demo_api
+from spark_jobs.current_result import read_result
 from spark_jobs.defaults import AUTH_FAILURE_THRESHOLD
 from spark_jobs.run_failures import DEAD_LETTER_CEILING_EXIT, SYSTEMIC_EXIT
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 
-from .job_support import job_args, kill_group, read_output, run_job, start_job, write_input
+from .job_support import (
+    job_args,
+    kill_group,
+    read_output,
+    run_folders,
+    run_job,
+    start_job,
+    write_input,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -47,8 +57,7 @@ def test_a_wrong_key_fails_the_run_at_once_and_the_fixed_run_resumes_and_succeed
         assert "check the API key / bearer token (from $GEO_API_KEY)" in log
         assert "Nothing was published and no dead letter was written" in log
         assert WRONG not in log and RIGHT not in log, "no secret in any message"
-        assert not (tmp_path / "out").exists(), "nothing published"
-        assert not list(tmp_path.glob("out.staging-*"))
+        assert not list(tmp_path.glob("out*")), "nothing published, no run folder left"
         assert snapshot_counts(tmp_path / "snapshots") == (0, 0), "no dead letters written"
         assert set(refused) == {"401"}
         assert refused["401"] <= 2 * (AUTH_FAILURE_THRESHOLD + capacity), refused
@@ -77,8 +86,9 @@ def test_a_dead_letter_ceiling_fails_a_finished_run_and_a_rerun_replays_it_witho
         assert "more than --max-dead-letters 1% (10)" in log
         assert '"failed": "dead-letter ceiling crossed' in log, "the printed summary says why"
         assert "systemic" not in log, "400s that vary by record are dead letters"
-        assert not (tmp_path / "out").exists(), "nothing published"
-        assert (tmp_path / "out.rejected" / "_SUMMARY.json").exists(), "set aside, not published"
+        assert not (tmp_path / "out" / "_SUMMARY.json").exists(), "nothing published"
+        rejected = read_result(str(tmp_path / "out.rejected"))  # set aside, not published
+        assert pq.read_table(rejected.dead_letters).num_rows == rejected.summary["dead_letters"]
         enriched, dead_letters = snapshot_counts(tmp_path / "snapshots")
         assert enriched + dead_letters == len(ids) and dead_letters > 10
         calls = api.calls_per_key()
@@ -92,6 +102,7 @@ def test_a_dead_letter_ceiling_fails_a_finished_run_and_a_rerun_replays_it_witho
     assert Counter(r["id"] for r in [*data, *dead]) == Counter(ids)
     assert summary["replayed_from_snapshot"] == len(ids)
     assert not (tmp_path / "out.rejected").exists(), "superseded by the published output"
+    assert run_folders(tmp_path / "out") == [summary["run_id"]], "the rejected run's is gone"
 
 
 def test_retry_dead_letters_calls_only_the_chosen_ones_and_publishes_every_record_once(

@@ -19,7 +19,7 @@ import pytest
 from demo.stack import demo_api
 from spark_jobs.enrich_job import LEASE_EXIT
 
-from .job_support import job_args, read_output, start_job, write_input
+from .job_support import job_args, read_output, run_folders, start_job, write_input
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -107,8 +107,8 @@ def test_a_stalled_run_loses_its_lease_is_fenced_off_and_the_takeover_is_exact(t
     assert "resuming epoch" in second_log
     assert first_code == LEASE_EXIT, first_log[-3000:]
     assert "fenced off" in first_log
-    assert not list(tmp_path.glob("out.staging-*")), "the fenced run left its staging behind"
     data, dead, summary = read_output(tmp_path / "out")
+    assert run_folders(tmp_path / "out") == ["second"], "the fenced run left its folder behind"
     assert Counter(r["id"] for r in data + dead) == Counter(IDS), "every record exactly once"
     assert summary["run_id"] == "second"
     repeated = sum(calls.values()) - ROWS
