@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from demo.stack import airflow, airflow_env, demo_api, init_airflow
+from demo.stack import airflow, airflow_env, demo_api
 from plugins.enrichment_hook import EnrichmentApiHook
 from plugins.job_arguments import job_arguments
 from spark_jobs.defaults import AUTH_FAILURE_THRESHOLD, DEAD_LETTER_RETRY_SUFFIX
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 
+from .airflow_support import init_airflow
 from .job_support import read_output, write_input
 from .operator_support import enrichment_operator
 
