@@ -34,7 +34,8 @@ chaos: $(STAMP)
 
 # Tests that drive real services, RUNS times with every core kept busy by busy loops.
 RUNS ?= 5
-LOADED_TESTS ?= tests/integration/test_airflow_scheduler.py
+LOADED_TESTS ?= tests/integration/test_airflow_scheduler.py \
+	tests/integration/test_enrich_job_rate_limit.py
 test-under-load: $(STAMP)
 	for run in $$(seq $(RUNS)); do \
 		echo "run $$run of $(RUNS), all cores busy"; \

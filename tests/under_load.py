@@ -1,7 +1,9 @@
 """Run a command while busy loops keep every core loaded, as CI and users' machines are.
 
-``make test-under-load`` runs the scheduler tests this way ``RUNS`` times: a test that
-waits for the state a user would see passes; one that waits for luck does not.
+``make test-under-load`` runs its ``LOADED_TESTS`` (the scheduler's, the rate-limited
+job's) this way ``RUNS`` times: a test that waits for the state a user would see passes;
+one that waits for luck does not, and a rate controller that works only on an idle
+machine shows it.
 """
 
 from __future__ import annotations

@@ -10,8 +10,9 @@ import sys
 
 import pytest
 
-from demo.stack import ROOT, airflow, airflow_env, demo_api, init_airflow
+from demo.stack import ROOT, airflow, airflow_env, demo_api
 
+from .airflow_support import init_airflow
 from .job_support import read_output, write_input
 
 pytestmark = pytest.mark.airflow

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from demo.stack import airflow, airflow_env, init_airflow
+from demo.stack import airflow, airflow_env
 
+from .airflow_support import init_airflow
 from .job_support import read_output
 from .json_api_support import PATH, KeyedJsonApi
 

@@ -5,16 +5,21 @@ what clearing it will do."""
 from __future__ import annotations
 
 import json
+import os
+import threading
+from collections import Counter
+from pathlib import Path
 
 import pytest
 
-from demo.stack import airflow, airflow_env, demo_api, init_airflow
+from demo.stack import airflow, airflow_env, demo_api
 from plugins.enrichment_hook import EnrichmentApiHook
 from plugins.job_arguments import job_arguments
 from spark_jobs.defaults import AUTH_FAILURE_THRESHOLD, DEAD_LETTER_RETRY_SUFFIX
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 
-from .job_support import write_input
+from .airflow_support import init_airflow
+from .job_support import read_output, write_input
 from .operator_support import enrichment_operator
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow]
@@ -58,6 +63,83 @@ def test_a_crossed_dead_letter_ceiling_fails_the_task_once_saying_why(tmp_path):
     assert "A retry: clearing this task replays the same result without calls" in log
     assert calls == len(ids), "each record called once: any retry replays the snapshots"
     assert not (data / "output" / DAY / "_SUMMARY.json").exists(), "nothing published"
+
+
+def test_the_retry_dead_letters_param_enriches_only_them_and_publishes_once(tmp_path):
+    """The day's first run leaves the records a broken API refused as dead letters; after
+    the API is fixed, a run with the ``retry_dead_letters`` param calls for exactly those
+    and publishes, in one step, an output with every record once and no dead letter."""
+    data, out = tmp_path / "data", tmp_path / "data" / "output" / DAY
+    ids = [f"c{i:05d}" for i in range(600)]
+    write_input(data / "input" / DAY / "part.jsonl", ids)
+    with demo_api("--bad-request-rate", "0.04") as api:  # 400 on every call of 4 %
+        env = airflow_env(tmp_path / "home", api.url, data, tmp_path / "snapshots")
+        init_airflow(env)
+        first = airflow(env, "dags", "test", "enrich_customers", DAY)
+        assert first.returncode == 0, (first.stdout + first.stderr)[-5000:]
+        _, dead, base = read_output(out)
+        assert dead and all("HTTP 400" in r["error"] for r in dead), dead[:3]
+        calls = api.calls_per_key()
+
+        api.post("/faults", {"bad_request_rate": 0.0})  # the API is fixed
+        conf = json.dumps({"retry_dead_letters": "all"})
+        with OutputWatcher(out, ids) as seen:
+            retry = airflow(env, "dags", "test", "enrich_customers", DAY, "--conf", conf)
+        assert retry.returncode == 0, (retry.stdout + retry.stderr)[-5000:]
+        retried = api.calls_per_key() - calls
+    assert retried == Counter(r["id"] for r in dead), "one call for each dead letter only"
+    rows, dead_after, summary = read_output(out)
+    assert dead_after == [] and summary["dead_letters"] == 0
+    assert Counter(r["id"] for r in rows) == Counter(ids), "every record exactly once"
+    assert all(r["name"] and r["city"] for r in rows)
+    assert summary["dead_letter_retry"]["retried"] == len(dead)
+    assert summary["dead_letter_retry"]["base_run_id"] == base["run_id"]
+    assert seen == {base["run_id"], summary["run_id"]}, "readers saw the old or the new"
+    assert sorted(p.name for p in out.parent.iterdir()) == [DAY], "nothing staged is left"
+
+
+class OutputWatcher(threading.Thread):
+    """Reads the output over and over while a run may publish it, as a downstream reader
+    would, and asserts that every read that saw one directory throughout (same inode
+    before and after) found a whole result: every record once and a summary that agrees.
+    The set of run ids seen is what ``with`` yields (complete once the block exits)."""
+
+    def __init__(self, out: Path, ids: list[str]) -> None:
+        super().__init__(daemon=True)
+        self.out, self.ids, self.seen = out, Counter(ids), set[str]()
+        self.stopped, self.failure = threading.Event(), None
+
+    def __enter__(self) -> set[str]:
+        self.start()
+        return self.seen
+
+    def __exit__(self, *exc) -> None:
+        self.stopped.set()
+        self.join(30)
+        self.read()  # the result the run left
+        if self.failure:
+            raise self.failure
+
+    def run(self) -> None:
+        while not self.stopped.wait(0.05):
+            try:
+                self.read()
+            except AssertionError as failure:
+                self.failure = failure
+                return
+
+    def read(self) -> None:
+        try:
+            before = os.stat(self.out).st_ino
+            rows, dead, summary = read_output(self.out)
+            if os.stat(self.out).st_ino != before:
+                return  # published while this read ran: another directory
+        except (OSError, ValueError):
+            return  # for an instant there is no output, or it moved away mid-read
+        got = Counter(r["id"] for r in [*rows, *dead])
+        assert got == self.ids, f"a mixed or partial result: {got - self.ids}, {self.ids - got}"
+        assert summary["dead_letters"] == len(dead), summary
+        self.seen.add(summary["run_id"])
 
 
 def job_flags(monkeypatch, tmp_path, **params) -> list[str]:

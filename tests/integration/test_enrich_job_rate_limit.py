@@ -28,5 +28,6 @@ def test_a_hard_rate_limit_costs_no_record_and_few_429s(tmp_path):
     assert dead == [] and len(data) == ROWS
     assert summary["dead_letters"] == 0
     throttled = stats["by_status"].get("429", 0)
+    print(f"\nrate limit {LIMIT}/s: {stats['total']} calls, {throttled} answered 429")
     assert throttled / stats["total"] <= 0.05, stats["by_status"]
     assert stats["by_status"]["200"] == ROWS
