@@ -45,8 +45,9 @@ Blocking I/O throughout: call it from a thread (``asyncio.to_thread``) inside ev
 """
 
 from .attempt_counts import AttemptCounts, AttemptLedger, AttemptRecorder, LedgerReading
+from .documents import ManifestError, NewerFormatError
 from .lease import Heartbeat, LeaseError, NamespaceLease
-from .manifest import FORMAT_VERSION, Manifest, ManifestError, NewerFormatError, SegmentRef
+from .manifest import FORMAT_VERSION, Manifest, SegmentRef
 from .partition import DEFAULT_GRACE, PartitionSnapshots
 from .paths import NamespaceKey
 from .progress import NamespaceInfo, PartitionProgress

@@ -84,7 +84,8 @@ def object_key(bucket: str, part: PartitionSnapshots, relative: str) -> str:
 
 
 def manifest_keys(s3, bucket: str, part: PartitionSnapshots) -> list[str]:
-    prefix = object_key(bucket, part, "manifests/")
+    """The keys of the partition's commit files, least progress first."""
+    prefix = object_key(bucket, part, "commits/")
     listing = s3.list_objects_v2(Bucket=bucket, Prefix=prefix)
     return sorted(item["Key"] for item in listing.get("Contents", []))
 
@@ -102,7 +103,7 @@ def test_round_trip_and_cumulative_segments(store: SnapshotStore, s3, bucket: st
     assert ids == list(range(30))
     keys = manifest_keys(s3, bucket, part)
     assert len(keys) == 3 and all(".tmp" not in k for k in keys)  # single PUT, no temp files
-    assert "%3A00%3A00%2B00%3A00/part-00003/manifests/manifest-00000002-" in keys[-1]
+    assert "%3A00%3A00%2B00%3A00/part-00003/commits/commit-000000000030-00000002-" in keys[-1]
 
 
 def test_concurrent_attempts(store: SnapshotStore) -> None:
@@ -159,7 +160,7 @@ def test_list_clean_and_discard(store: SnapshotStore, s3, bucket: str) -> None:
 
     assert part.clean_unreferenced(keep_manifests=1) == []  # all within the grace period
     deleted = part.clean_unreferenced(keep_manifests=1, grace=timedelta(0))
-    assert orphan.path in deleted and len(deleted) == 3  # the orphan and two old manifests
+    assert orphan.path in deleted and len(deleted) == 3  # the orphan and two old commits
     assert part.latest() == m and len(manifest_keys(s3, bucket, part)) == 1
 
     infos = {info.key: info for info in store.list_namespaces()}
