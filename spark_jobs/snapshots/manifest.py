@@ -142,7 +142,7 @@ class Manifest:
         encode_component("attempt", self.attempt)
         if not all(isinstance(s, SegmentRef) for s in self.segments):
             raise ValueError("segments must be SegmentRef instances")
-        if len({s.path for s in self.segments}) != len(self.segments):
+        if len({(s.path, s.offset) for s in self.segments}) != len(self.segments):
             raise ValueError("a segment is listed twice")
         if not all(isinstance(k, str) for k in self.stats):
             raise ValueError("stats keys must be str")

@@ -102,11 +102,11 @@ def committed(snapshots: str) -> int:
 
 
 def uncommitted_segment(snapshots: str) -> bool:
-    """A segment newer than every manifest of its partition: a snapshot is being written."""
+    """A segment newer than every commit of its partition: a snapshot is being written."""
     fs, root = url_to_fs(snapshots)
     for part in fs.glob(f"{root}/*/*/*/part-*"):
         segments = [_mtime(fs, p) for p in fs.glob(f"{part}/segments/*")]
-        manifests = [_mtime(fs, p) for p in fs.glob(f"{part}/manifests/*.json")]
+        manifests = [_mtime(fs, p) for p in fs.glob(f"{part}/commits/*.snap")]
         if segments and max(segments) > max(manifests, default=0):
             return True
     return False
