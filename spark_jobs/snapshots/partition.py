@@ -35,7 +35,7 @@ from .paths import MANIFESTS_DIR, SEGMENTS_DIR, basename, commit_path, segment_p
 from .reader import CommitReader, read_range
 from .segments import decode_segment, encode_table, sha256_hex
 from .storage import list_files_recursive, modified_at, write_atomically, write_new_file
-from .writer import PartitionWriter
+from .writer import CHECKPOINT_INTERVAL, PartitionWriter
 
 logger = logging.getLogger(__name__)
 
@@ -63,9 +63,11 @@ class PartitionSnapshots:
         """The attempt records of this partition's namespace (its parent directory)."""
         return AttemptLedger(self._fs, self.path.rsplit("/", 1)[0])
 
-    def writer(self, attempt: str) -> PartitionWriter:
+    def writer(
+        self, attempt: str, checkpoint_interval: int = CHECKPOINT_INTERVAL
+    ) -> PartitionWriter:
         """The writer of one attempt's cuts: constant cost per cut (see ``writer.py``)."""
-        return PartitionWriter(self._fs, self.path, attempt)
+        return PartitionWriter(self._fs, self.path, attempt, checkpoint_interval)
 
     def write_segment(self, table: pa.Table, *, kind: str, attempt: str) -> SegmentRef:
         """Durably write ``table`` as a new immutable segment; commit a manifest to publish it.
