@@ -1,8 +1,8 @@
 """Snapshot format 2 over thousands of cuts: constant-cost cuts, bounded metadata, a
 resume that reads one commit and its base, format 1 still resumed, fallback, twins.
 
-Storage requests are counted by ``snapshot_support.CountingFileSystem``, a local directory
-that behaves like an object store (one PUT per file, no rename)."""
+Storage requests are counted by ``benchmarks.storage_requests.CountingFileSystem`` over a
+local directory that behaves like an object store (one PUT per file, no rename)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from benchmarks.storage_requests import CountingFileSystem, Request
 from spark_jobs.asyncwait import OperatorSnapshot
 from spark_jobs.partition_runner.committer import Cut, CutPolicy, SnapshotCommitter
 from spark_jobs.partition_runner.epoch import Epoch
@@ -27,8 +28,6 @@ from spark_jobs.snapshots.compaction import MERGE_FACTOR
 from spark_jobs.snapshots.paths import manifest_name
 from spark_jobs.snapshots.storage import write_atomically
 from spark_jobs.snapshots.writer import CHECKPOINT_INTERVAL, PartitionWriter
-
-from .snapshot_support import CountingFileSystem, Request
 
 SCHEMA = pa.schema([("id", pa.string()), ("score", pa.float64()), ("_error", pa.string())])
 
