@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 COMPOSE ?= docker compose
 
-.PHONY: install test test-unit test-under-load chaos lint dist demo bench bench-operator bench-http bench-reliability bench-venv bench-peers bench-resume constraints up down clean
+.PHONY: install test test-unit test-under-load chaos lint dist demo bench bench-operator bench-http bench-reliability bench-venv bench-peers bench-resume bench-scale constraints up down clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -102,6 +102,10 @@ bench-peers: $(STAMP)
 bench-resume: $(STAMP)
 	-$(MAKE) --no-print-directory bench-venv
 	$(PY) -m benchmarks.peers.resume
+
+# The snapshot store alone as cuts (k) and partitions (P) grow, format 2 beside format 1.
+bench-scale: $(STAMP)
+	$(PY) -m benchmarks.scale
 
 # Re-resolve the full pinned set after changing requirements.txt (Airflow's convention).
 constraints: $(PY)

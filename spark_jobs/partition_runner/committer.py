@@ -1,4 +1,4 @@
-"""The snapshot committer: writes each cut, segments first, then the manifest.
+"""The snapshot committer: writes each cut as one format-2 commit (``snapshots/writer.py``).
 
 A cut is taken on the event loop at one instant (between two outputs) and written in a
 worker thread while calls stay in flight. One write at a time: a cut waits for the last
@@ -6,6 +6,12 @@ one, and a failed write fails the task rather than losing data. Each cut also re
 the attempt's own record of what it paid (``snapshots/attempt_counts.py``): calls made so
 far, those in flight or retrying included, so a kill loses at most one interval's calls;
 and it writes the response cache's answers taken at the cut, so a kill loses none of them.
+
+An ordinary cut costs three storage requests: that record (a PUT), the lease check (a GET)
+and the commit with the cut's rows inline (a PUT); the cache's answers add a PUT when
+there are any. The lease is checked right before the commit, as format 1 checked it right
+before its manifest, so fencing is as strong as it was; the record goes before the check
+(a fenced-off run records the calls it did make).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import pyarrow as pa
 
 from spark_jobs.asyncwait import OperatorSnapshot
 from spark_jobs.response_cache import Answers, ResponseCache
-from spark_jobs.snapshots import AttemptRecorder, Manifest, PartitionSnapshots, SegmentRef
+from spark_jobs.snapshots import AttemptRecorder, Manifest, PartitionSnapshots
 
 from .epoch import Epoch
 from .task import PartitionTask
@@ -73,6 +79,7 @@ class SnapshotCommitter:
         self.policy = policy
         self.check_lease = check_lease
         self.last_committed = resumed
+        self.writer = snapshots.writer(task.attempt)
         self._write_task: asyncio.Future[Manifest] | None = None
         self._last_cut = time.monotonic()
         self.stored: ResponseCache | None = None
@@ -109,10 +116,10 @@ class SnapshotCommitter:
             await asyncio.wait([self._write_task])
 
     def _write(self, cut: Cut, answers: Answers) -> Manifest:
-        """The attempt's record, segments, then the manifest (in a worker thread: blocking
-        storage I/O). The record goes first: what a kill loses is then the calls since
-        the cut was taken, not those during a slow segment write too. The cache's answers
-        go last, even when the commit fails: they are paid for whatever happens to it."""
+        """The attempt's record, then the commit (in a worker thread: blocking storage
+        I/O). The record goes first: what a kill loses is then the calls since the cut was
+        taken, not those during a slow commit too. The cache's answers go last, even when
+        the commit fails: they are paid for whatever happens to it."""
         try:
             return self._commit(cut)
         finally:
@@ -120,21 +127,16 @@ class SnapshotCommitter:
                 self.stored.keep(answers)
 
     def _commit(self, cut: Cut) -> Manifest:
-        store, task = self.snapshots, self.task
-        self.check_lease()  # a fenced-off run records nothing more either
+        task = self.task
         self.recorder.write(cut.own, final=cut.last)
-        refs = [
-            store.write_segment(
-                pa.Table.from_batches(batches, self.schema), kind=kind, attempt=task.attempt
-            )
+        new = [
+            (kind, pa.Table.from_batches(batches, self.schema))
             for kind, batches in (
                 ("results", cut.epoch.results),
                 ("dead_letters", cut.epoch.dead_letters),
             )
-            if sum(b.num_rows for b in batches)
         ]
-        self.check_lease()
-        committed = store.commit(self._next_manifest(cut, refs))
+        committed = self.writer.commit(self._next_manifest(cut), new, self.check_lease)
         self.last_committed = committed
         logger.info(
             "partition %d: committed epoch %d: %d of %s records, %d in flight",
@@ -146,7 +148,8 @@ class SnapshotCommitter:
         )
         return committed
 
-    def _next_manifest(self, cut: Cut, refs: list[SegmentRef]) -> Manifest:
+    def _next_manifest(self, cut: Cut) -> Manifest:
+        """The next epoch with the segments already committed (the writer adds the cut's)."""
         task, snapshot, previous = self.task, cut.snapshot, self.last_committed
         if previous is None:
             return Manifest(
@@ -156,7 +159,6 @@ class SnapshotCommitter:
                 input_offset=snapshot.consumed,
                 attempt=task.attempt,
                 pending=snapshot.entries,
-                segments=tuple(refs),
                 watermark=cut.watermark,
                 records_total=task.records_total,
                 stats=cut.stats,
@@ -165,7 +167,6 @@ class SnapshotCommitter:
             attempt=task.attempt,
             input_offset=snapshot.consumed,
             pending=snapshot.entries,
-            new_segments=refs,
             watermark=cut.watermark,
             records_total=task.records_total,
             stats=cut.stats,

@@ -18,10 +18,11 @@ from spark_jobs.snapshots import Manifest, PartitionSnapshots
 async def replay(
     snapshots: PartitionSnapshots, schema: pa.Schema, manifest: Manifest
 ) -> AsyncIterator[pa.RecordBatch]:
-    """The manifest's segments in commit order (verified), cast to the output ``schema``."""
-    segments = await asyncio.to_thread(lambda: list(snapshots.read_segments(manifest)))
-    for _kind, table in segments:
-        for batch in table.cast(schema).to_batches():
+    """The manifest's segments in commit order (verified), cast to the output ``schema``,
+    read one at a time in a worker thread: never more than one segment in memory."""
+    segments = snapshots.read_segments(manifest)
+    while (item := await asyncio.to_thread(next, segments, None)) is not None:
+        for batch in item[1].cast(schema).to_batches():
             yield batch
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from fsspec import AbstractFileSystem
 
-from .manifest import ManifestError, parse_stored_json
+from .documents import ManifestError, parse_stored_json
 from .paths import basename, encode_component, partition_dir_name
 from .storage import list_entries, write_atomically
 

@@ -1,29 +1,32 @@
-"""The manifest: the one small, checksummed, self-contained record of a partition's progress.
+"""The manifest: a partition's progress, and the segments that hold its committed rows.
 
-A manifest lists *every* segment committed so far (inherited ones included), so restoring
-needs exactly one manifest and never a chain of them.  Its JSON carries a sha256 of its own
-canonical body (``manifest_sha256``) and the sha256 of every segment, so a torn write, a
-bit flip or a truncated upload is detected on read and the reader can fall back to an
-older manifest instead of resuming from garbage.
+In memory a :class:`Manifest` lists *every* segment committed so far (inherited ones
+included), so restoring needs one manifest and never a chain of them. On storage, format 1
+(``manifests/``) wrote it whole at every cut; format 2 (``commit_file.py``) writes only a
+cut's delta and points at a self-contained base commit. Both carry a sha256 of their own
+canonical body and the sha256 of every segment, so a torn write, a bit flip or a truncated
+upload is detected on read and the reader falls back to an older commit instead of
+resuming from garbage.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .paths import SEGMENT_PATH, encode_component
+from .documents import ManifestError, is_sha256_hex, seal, unseal
+from .paths import COMMIT_PATH, SEGMENT_PATH, encode_component
 
-FORMAT_VERSION = 1
+#: The snapshot format this package writes (format 2: delta commits, ``commit_file.py``).
+FORMAT_VERSION = 2
+#: Format 1: one self-contained manifest per cut under ``manifests/``; still read.
+MANIFEST_FORMAT = 1
 SEGMENT_KINDS = ("results", "dead_letters")
-CHECKSUM_KEY = "manifest_sha256"
-_SHA256_HEX_LENGTH = 64
-_BODY_KEYS = frozenset(
+#: The keys of a format-1 manifest, which a format-2 commit header extends.
+BODY_KEYS = frozenset(
     {
         "format_version",
         "job_fingerprint",
@@ -41,39 +44,6 @@ _BODY_KEYS = frozenset(
 )
 
 
-class ManifestError(ValueError):
-    """A stored manifest, or a segment it references, is unreadable, inconsistent or corrupt."""
-
-
-#: Larger stored JSON is refused unread: a manifest holds small integers and the values of
-#: at most a queue's worth of pending records.
-MAX_DOCUMENT_BYTES = 64 * 2**20
-
-
-def parse_stored_json(data: bytes, what: str) -> Any:
-    """JSON a run wrote and anyone with write access could have crafted: too large, NaN or
-    Infinity, an integer beyond Python's digit limit or nesting deep enough to exhaust the
-    stack all raise :class:`ManifestError`, which readers treat as corrupt."""
-    if len(data) > MAX_DOCUMENT_BYTES:
-        raise ManifestError(f"{what} is {len(data)} bytes, over {MAX_DOCUMENT_BYTES}")
-    try:
-        return json.loads(data.decode("utf-8"), parse_constant=_no_constants)
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise ManifestError(f"{what} is not valid JSON ({type(exc).__name__}: {exc})") from None
-
-
-def _no_constants(name: str) -> None:
-    raise ValueError(f"{name} is not JSON")
-
-
-class NewerFormatError(ManifestError):
-    """Written by a newer version of this package (rolling upgrade).
-
-    Not corruption: readers skip such manifests, but cleanup must not delete anything,
-    since it cannot tell which files they reference.
-    """
-
-
 def _int(name: str, value: object, *, minimum: int | None = 0, optional: bool = False) -> None:
     if value is None and optional:
         return
@@ -84,28 +54,16 @@ def _int(name: str, value: object, *, minimum: int | None = 0, optional: bool = 
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
 
 
-def _is_sha256_hex(value: object) -> bool:
-    return (
-        isinstance(value, str)
-        and len(value) == _SHA256_HEX_LENGTH
-        and all(c in "0123456789abcdef" for c in value)
-    )
-
-
-def _canonical(body: Mapping[str, Any]) -> str:
-    """Deterministic JSON so the checksum survives a load/dump round trip."""
-    return json.dumps(
-        body, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
-    )
-
-
 @dataclass(frozen=True)
 class SegmentRef:
-    """An immutable Arrow IPC file of the partition, as referenced by manifests.
+    """Committed rows of one kind: an immutable Arrow IPC file of the partition, or the
+    byte range ``[offset, offset + size)`` of a format-2 commit file that carries a cut's
+    rows inline.
 
     ``path`` is relative to the partition directory and must have the exact shape this
     package writes, so a manifest can never point a reader outside its partition.
     ``size`` (bytes) lets cheap checks detect missing or truncated files from a listing.
+    ``level`` is the compaction level: 0 for a cut's rows, n + 1 for a merge of level n.
     """
 
     path: str
@@ -113,18 +71,29 @@ class SegmentRef:
     rows: int
     sha256: str
     size: int
+    offset: int = 0
+    level: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in SEGMENT_KINDS:
             raise ValueError(f"segment kind must be one of {SEGMENT_KINDS}, got {self.kind!r}")
-        if not isinstance(self.path, str) or not SEGMENT_PATH.fullmatch(self.path):
+        if not isinstance(self.path, str) or not (
+            SEGMENT_PATH.fullmatch(self.path) or COMMIT_PATH.fullmatch(self.path)
+        ):
             raise ValueError(f"invalid segment path {self.path!r}")
-        if not self.path.startswith(f"segments/{self.kind}-"):
+        if not self.inline and not self.path.startswith(f"segments/{self.kind}-"):
             raise ValueError(f"segment path {self.path!r} does not match kind {self.kind!r}")
         _int("segment rows", self.rows)
         _int("segment size", self.size)
-        if not _is_sha256_hex(self.sha256):
+        _int("segment offset", self.offset)
+        _int("segment level", self.level)
+        if not is_sha256_hex(self.sha256):
             raise ValueError(f"segment sha256 must be 64 lowercase hex digits: {self.sha256!r}")
+
+    @property
+    def inline(self) -> bool:
+        """Whether the rows sit inside a commit file rather than in a segment file."""
+        return COMMIT_PATH.fullmatch(self.path) is not None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -173,7 +142,7 @@ class Manifest:
         encode_component("attempt", self.attempt)
         if not all(isinstance(s, SegmentRef) for s in self.segments):
             raise ValueError("segments must be SegmentRef instances")
-        if len({s.path for s in self.segments}) != len(self.segments):
+        if len({(s.path, s.offset) for s in self.segments}) != len(self.segments):
             raise ValueError("a segment is listed twice")
         if not all(isinstance(k, str) for k in self.stats):
             raise ValueError("stats keys must be str")
@@ -223,53 +192,42 @@ class Manifest:
             raise ValueError("only committed manifests have a progress key")
         return (self.input_offset, self.epoch, self.committed_at)
 
-    def to_json_bytes(self) -> bytes:
-        """Serialise with the embedded checksum; raises if pending/stats are not JSON."""
+    def body(self, version: int, segments: Sequence[SegmentRef]) -> dict[str, Any]:
+        """The stored fields, with ``segments`` as given (all of them in format 1, those
+        after the base in format 2)."""
         if self.committed_at is None:
             raise ValueError("committed_at must be set before serialising")
-        body = {
-            "format_version": FORMAT_VERSION,
+        return {
+            "format_version": version,
             "job_fingerprint": self.job_fingerprint,
             "partition": self.partition,
             "epoch": self.epoch,
             "input_offset": self.input_offset,
             "pending": list(self.pending),
-            "segments": [s.to_json() for s in self.segments],
+            "segments": [s.to_json() for s in segments],
             "watermark": self.watermark,
             "attempt": self.attempt,
             "committed_at": self.committed_at.isoformat(),
             "records_total": self.records_total,
             "stats": self.stats,
         }
-        try:
-            checksum = hashlib.sha256(_canonical(body).encode("ascii")).hexdigest()
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"manifest pending/stats must be JSON-serialisable: {exc}") from exc
-        return (_canonical({**body, CHECKSUM_KEY: checksum}) + "\n").encode("ascii")
+
+    def to_json_bytes(self) -> bytes:
+        """Serialise as a format-1 manifest with the embedded checksum (kept so format 1
+        can still be written by tests of its reader); raises if pending/stats are not JSON."""
+        return seal(self.body(MANIFEST_FORMAT, self.segments))
 
     @classmethod
     def from_json_bytes(cls, data: bytes) -> Manifest:
-        """Parse and verify a stored manifest; any defect raises :class:`ManifestError`."""
-        document = parse_stored_json(data, "manifest")
-        if not isinstance(document, dict):
-            raise ManifestError("not a JSON object")
-        # Checked before the checksum: a newer format may checksum differently.
-        version = document.get("format_version")
-        if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
-            raise NewerFormatError(f"format_version {version} is newer than {FORMAT_VERSION}")
-        stored = document.pop(CHECKSUM_KEY, None)
-        if not _is_sha256_hex(stored):
-            raise ManifestError(f"missing or malformed {CHECKSUM_KEY}")
-        try:
-            actual = hashlib.sha256(_canonical(document).encode("ascii")).hexdigest()
-        except (ValueError, RecursionError) as exc:
-            raise ManifestError(f"cannot checksum ({type(exc).__name__})") from None
-        if actual != stored:
-            raise ManifestError(f"checksum mismatch (stored {stored}, computed {actual})")
-        if version != FORMAT_VERSION:
-            raise ManifestError(f"unsupported format_version {version!r}")
-        if set(document) != _BODY_KEYS:
-            raise ManifestError(f"unexpected keys {sorted(set(document) ^ _BODY_KEYS)}")
+        """Parse and verify a stored format-1 manifest; any defect raises ManifestError."""
+        document = unseal(data, "manifest", MANIFEST_FORMAT)
+        if set(document) != BODY_KEYS:
+            raise ManifestError(f"unexpected keys {sorted(set(document) ^ BODY_KEYS)}")
+        return cls.from_body(document)
+
+    @classmethod
+    def from_body(cls, document: Mapping[str, Any]) -> Manifest:
+        """The manifest of a verified body (its ``segments`` as stored)."""
         try:
             return cls(
                 job_fingerprint=document["job_fingerprint"],

@@ -25,8 +25,13 @@ MAX_ENCODED_LENGTH = 200
 PARTITION_DIR = re.compile(r"part-(\d{5,})")
 MANIFESTS_DIR = "manifests"
 SEGMENTS_DIR = "segments"
+COMMITS_DIR = "commits"
 TEMP_SUFFIX = ".tmp"
 MANIFEST_NAME = re.compile(rf"manifest-(\d{{8,}})-({_ENCODED_CHARS})-[0-9a-f]{{8}}\.json")
+#: ``commit-<input offset>-<epoch>-<attempt>-<token>.snap``: progress is in the name, so a
+#: reader finds the newest commit from one listing.
+COMMIT_NAME = re.compile(rf"commit-(\d{{12,}})-(\d{{8,}})-({_ENCODED_CHARS})-[0-9a-f]{{8}}\.snap")
+COMMIT_PATH = re.compile(rf"{COMMITS_DIR}/{COMMIT_NAME.pattern}")
 SEGMENT_PATH = re.compile(
     rf"{SEGMENTS_DIR}/(?:results|dead_letters)-{_ENCODED_CHARS}-[0-9a-f]{{32}}\.arrow"
 )
@@ -88,6 +93,12 @@ def partition_dir_name(partition: object) -> str:
 def manifest_name(epoch: int, attempt: str, token: str) -> str:
     """``manifest-00000012-<attempt>-<uuid8>.json``; ``token`` keeps attempts apart."""
     return f"manifest-{epoch:08d}-{encode_component('attempt', attempt)}-{token}.json"
+
+
+def commit_path(input_offset: int, epoch: int, attempt: str, token: str) -> str:
+    """Commit file path relative to the partition directory (format 2)."""
+    attempt_name = encode_component("attempt", attempt)
+    return f"{COMMITS_DIR}/commit-{input_offset:012d}-{epoch:08d}-{attempt_name}-{token}.snap"
 
 
 def segment_path(kind: str, attempt: str, token: str) -> str:

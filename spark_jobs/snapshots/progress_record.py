@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from operator import attrgetter
 from typing import Any
 
-from .manifest import ManifestError, parse_stored_json
+from .documents import ManifestError, parse_stored_json
 
 FORMAT_VERSION = 1
 #: Larger records are refused unread (a reader asks for at most this many bytes).

@@ -10,7 +10,8 @@ import hashlib
 
 import pyarrow as pa
 
-from .manifest import ManifestError, SegmentRef
+from .documents import ManifestError
+from .manifest import SegmentRef
 
 # Enrichment results are mostly repetitive strings; zstd shrinks them cheaply.
 _WRITE_OPTIONS = pa.ipc.IpcWriteOptions(compression="zstd")

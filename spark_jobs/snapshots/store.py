@@ -15,8 +15,8 @@ from typing import Any
 from fsspec.core import url_to_fs
 
 from .attempt_counts import AttemptLedger, LedgerReading
+from .documents import ManifestError, parse_stored_json
 from .lease import DEFAULT_TTL_S, LEASE_FILE, NamespaceLease
-from .manifest import ManifestError, parse_stored_json
 from .partition import DEFAULT_GRACE, PartitionSnapshots
 from .paths import (
     PARTITION_DIR,

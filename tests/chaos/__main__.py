@@ -9,8 +9,8 @@ at a random moment of its progress:
 * ``python_worker``: SIGKILL of one Python worker (the task fails and is retried);
 * ``worker``: SIGKILL of a whole worker with its executor and Python workers;
 * ``driver``: SIGKILL of the driver with everything it started, then a resubmit;
-* ``snapshot_write``: SIGKILL of the driver the moment a segment is written whose
-  manifest is not committed yet, then a resubmit;
+* ``snapshot_write``: SIGKILL of the driver the moment a snapshot is written but not
+  committed yet, then a resubmit;
 * ``zombie``: a second submit of the same job while the first still runs;
 * ``disk_full``: the snapshot store (a small tmpfs of its own) fills up mid-run, so every
   write fails with "No space left on device", and frees up a few seconds later; a run that
@@ -103,11 +103,14 @@ def committed(snapshots: str) -> int:
 
 
 def uncommitted_segment(snapshots: str) -> bool:
-    """A segment newer than every manifest of its partition: a snapshot is being written."""
+    """A segment newer than every commit of its partition (a base cut), or a commit still
+    under its temporary name (a local store): a snapshot is being written."""
     fs, root = url_to_fs(snapshots)
     for part in fs.glob(f"{root}/*/*/*/part-*"):
+        if fs.glob(f"{part}/commits/*.tmp"):
+            return True
         segments = [_mtime(fs, p) for p in fs.glob(f"{part}/segments/*")]
-        manifests = [_mtime(fs, p) for p in fs.glob(f"{part}/manifests/*.json")]
+        manifests = [_mtime(fs, p) for p in fs.glob(f"{part}/commits/*.snap")]
         if segments and max(segments) > max(manifests, default=0):
             return True
     return False

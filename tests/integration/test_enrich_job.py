@@ -159,7 +159,7 @@ def test_corrupt_latest_manifest_and_segment_fall_back_to_an_earlier_epoch(tmp_p
             assert job.poll() is None, job.communicate()[0]
             time.sleep(0.2)
         kill_group(job)
-        manifests = sorted((tmp_path / "snapshots").rglob("part-00000/manifests/*.json"))
+        manifests = sorted((tmp_path / "snapshots").rglob("part-00000/commits/*.snap"))
         segments = sorted(
             (tmp_path / "snapshots").rglob("part-00001/segments/*.arrow"),
             key=lambda p: p.stat().st_mtime,

@@ -4,11 +4,12 @@ output is exact."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 
 import pytest
 from pyspark.sql import functions as F
+
+from spark_jobs.snapshots.commit_file import decode_commit
 
 from .job_support import job_args, read_output, run_job, write_input
 from .spark_cluster import standalone_cluster
@@ -69,7 +70,10 @@ def test_speculative_attempts_never_corrupt_snapshots(tmp_path, spark):
     assert code == 0, log
     data, dead, summary = read_output(tmp_path / "out")
     assert dead == [] and Counter(r["id"] for r in data) == Counter(ids)
-    manifests = list((tmp_path / "snapshots").rglob("part-00000/manifests/*.json"))
-    attempts = {json.loads(m.read_text())["attempt"].rsplit("-", 1)[-1] for m in manifests}
+    commits = list((tmp_path / "snapshots").rglob("part-00000/commits/*.snap"))
+    attempts = {
+        decode_commit(c.read_bytes(), f"commits/{c.name}", 0).manifest.attempt.rsplit("-", 1)[-1]
+        for c in commits
+    }
     assert {"a0", "a1"} <= attempts, f"no speculative attempt ran: {attempts}\n{log[-6000:]}"
     assert summary["records_in"] == len(ids)

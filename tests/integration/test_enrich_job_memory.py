@@ -10,6 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from spark_jobs.snapshots.commit_file import decode_commit
+
 from .job_support import job_args, run_job
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -44,8 +46,8 @@ def test_a_million_row_partition_keeps_worker_memory_flat(tmp_path):
     assert len(progress) >= 3, "per-partition progress lines in the driver log"
     summary = json.loads((tmp_path / "out" / "_SUMMARY.json").read_text())
     assert summary["records_in"] == ROWS == summary["enriched"]
-    manifests = sorted((tmp_path / "snapshots").rglob("part-00000/manifests/*.json"))
-    stats = [json.loads(m.read_text())["stats"] for m in manifests]
+    commits = sorted((tmp_path / "snapshots").rglob("part-00000/commits/*.snap"))
+    stats = [decode_commit(c.read_bytes(), f"commits/{c.name}", 0).manifest.stats for c in commits]
     assert len(stats) >= 5, "expected several snapshots over the run"
     final = max(stats, key=lambda s: s["rss_mb_peak"])
     first, peak = final["rss_mb_first_cut"], final["rss_mb_peak"]

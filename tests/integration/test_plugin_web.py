@@ -267,7 +267,7 @@ def server(
     for key in (LIVE_KEY, STOPPED_KEY):
         _write_namespace(store, key, budget_exhausted=False)
     store.lease(LIVE_KEY, owner="run-1", ttl_s=3600).acquire(wait_s=0)
-    [manifest] = Path(store.partition(CORRUPT_KEY, 1).path, "manifests").glob("*.json")
+    [manifest] = Path(store.partition(CORRUPT_KEY, 1).path, "commits").glob("*.snap")
     manifest.write_bytes(b'{"format_version": 1, "epoch": NaN}')
     fold_progress(store, CORRUPT_KEY)
 

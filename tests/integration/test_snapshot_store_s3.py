@@ -84,7 +84,8 @@ def object_key(bucket: str, part: PartitionSnapshots, relative: str) -> str:
 
 
 def manifest_keys(s3, bucket: str, part: PartitionSnapshots) -> list[str]:
-    prefix = object_key(bucket, part, "manifests/")
+    """The keys of the partition's commit files, least progress first."""
+    prefix = object_key(bucket, part, "commits/")
     listing = s3.list_objects_v2(Bucket=bucket, Prefix=prefix)
     return sorted(item["Key"] for item in listing.get("Contents", []))
 
@@ -102,7 +103,7 @@ def test_round_trip_and_cumulative_segments(store: SnapshotStore, s3, bucket: st
     assert ids == list(range(30))
     keys = manifest_keys(s3, bucket, part)
     assert len(keys) == 3 and all(".tmp" not in k for k in keys)  # single PUT, no temp files
-    assert "%3A00%3A00%2B00%3A00/part-00003/manifests/manifest-00000002-" in keys[-1]
+    assert "%3A00%3A00%2B00%3A00/part-00003/commits/commit-000000000030-00000002-" in keys[-1]
 
 
 def test_concurrent_attempts(store: SnapshotStore) -> None:
@@ -159,7 +160,7 @@ def test_list_clean_and_discard(store: SnapshotStore, s3, bucket: str) -> None:
 
     assert part.clean_unreferenced(keep_manifests=1) == []  # all within the grace period
     deleted = part.clean_unreferenced(keep_manifests=1, grace=timedelta(0))
-    assert orphan.path in deleted and len(deleted) == 3  # the orphan and two old manifests
+    assert orphan.path in deleted and len(deleted) == 3  # the orphan and two old commits
     assert part.latest() == m and len(manifest_keys(s3, bucket, part)) == 1
 
     infos = {info.key: info for info in store.list_namespaces()}
@@ -172,6 +173,38 @@ def test_list_clean_and_discard(store: SnapshotStore, s3, bucket: str) -> None:
     assert [info.key for info in store.list_namespaces()] == [other]
     remaining = s3.list_objects_v2(Bucket=bucket, Prefix="prefix/")["Contents"]
     assert all("2026-11-21" in item["Key"] for item in remaining)
+
+
+def test_format_2_cuts_compact_prune_and_resume_exactly_on_s3(
+    store: SnapshotStore, s3, bucket: str
+) -> None:
+    """Writers of two attempts (the second resumed after the first is killed) commit 90
+    cuts with a base every 4: inline rows come back by ranged GETs, bases fold and merge
+    them into segments, superseded objects are deleted in bulk, and the rows are exact."""
+    part = store.partition(KEY, 7)
+    manifest, expected, offset = None, [], 0
+    for attempt, cuts in ((A1, 60), (A2, 30)):
+        writer = part.writer(attempt, checkpoint_interval=4)
+        manifest = part.latest()
+        assert (manifest.input_offset if manifest else 0) == offset
+        for _ in range(cuts):
+            offset += 2
+            table = rows(offset - 2, 2)
+            if manifest is None:
+                nxt = Manifest("fp", part.partition, 0, offset, attempt)
+            else:
+                nxt = manifest.advance(attempt=attempt, input_offset=offset, pending=[offset])
+            manifest = writer.commit(nxt, [("results", table)])
+            expected.extend(table.column("id").to_pylist())
+
+    latest = store.partition(KEY, 7).latest()
+    assert latest == manifest
+    ids = [i for _, table in part.read_segments(latest) for i in table.column("id").to_pylist()]
+    assert ids == expected == list(range(180))
+    assert any(ref.inline for ref in latest.segments)
+    assert any(ref.level > 0 for ref in latest.segments)  # 8 bases of a kind were merged
+    # Pruned while they ran: each attempt leaves at most two intervals of its own commits.
+    assert len(manifest_keys(s3, bucket, part)) <= 2 * (2 * 4 + 2)
 
 
 def test_credentials_never_leak(store: SnapshotStore, s3, bucket: str, caplog) -> None:

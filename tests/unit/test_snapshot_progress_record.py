@@ -219,12 +219,12 @@ def test_the_fold_reads_a_partition_settled_in_this_run_no_more(tmp_path, monkey
     assert [p.partition for p in record.partitions] == [0, 1, 2]
 
 
-def test_a_partition_with_only_broken_manifests_is_recorded_corrupt(tmp_path) -> None:
+def test_a_partition_with_only_broken_commits_is_recorded_corrupt(tmp_path) -> None:
     store = SnapshotStore(str(tmp_path))
     commit(store, 0, rows=3, epoch=0)
     commit(store, 1, rows=3, epoch=0)
-    [manifest] = Path(store.partition(KEY, 1).path).glob("manifests/*.json")
-    manifest.write_bytes(b'{"format_version": 1, "epoch": NaN}')
+    [committed] = Path(store.partition(KEY, 1).path).glob("commits/*.snap")
+    committed.write_bytes(b'{"format_version": 2, "epoch": NaN}')
     record = ProgressFolder(store, KEY, "r", 2, None).refresh()
     assert [p.partition for p in record.partitions] == [0] and record.corrupt_partitions == (1,)
 

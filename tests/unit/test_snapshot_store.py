@@ -29,6 +29,7 @@ from spark_jobs.snapshots import (
     PartitionSnapshots,
     SnapshotStore,
 )
+from spark_jobs.snapshots.commit_file import decode_commit
 
 FP = "job-fingerprint-1"
 KEY = NamespaceKey("enrich_dag", "enrich.partitions", "2026-11-20T00:00:00+00:00")
@@ -70,13 +71,22 @@ def commit_epoch(
 
 
 def manifest_file(part: PartitionSnapshots, manifest: Manifest) -> Path:
-    for path in Path(part.path, "manifests").glob("manifest-*.json"):
+    """The commit file of ``manifest`` (committed with ``part.commit``: self-contained)."""
+    for path in Path(part.path, "commits").glob("commit-*.snap"):
         try:
-            if Manifest.from_json_bytes(path.read_bytes()) == manifest:
-                return path
+            stored = decode_commit(path.read_bytes(), f"commits/{path.name}", part.partition)
         except ManifestError:
             continue
+        if stored.manifest == manifest:
+            return path
     raise AssertionError(f"no file holds epoch {manifest.epoch} of {manifest.attempt}")
+
+
+def commit_header(path: Path) -> dict:
+    """The JSON header of a commit file (before the 8-byte length and the magic)."""
+    data = path.read_bytes()
+    length = int.from_bytes(data[-16:-8], "big")
+    return json.loads(data[-16 - length : -16])
 
 
 def segment_file(part: PartitionSnapshots, manifest: Manifest, index: int = -1) -> Path:
@@ -123,14 +133,16 @@ def test_round_trip(part: PartitionSnapshots) -> None:
         ("results", rows(0, 5).to_pylist()),
         ("dead_letters", rows(100, 2).to_pylist()),
     ]
-    document = json.loads(manifest_file(part, committed).read_bytes())
-    assert document["format_version"] == 1
+    document = commit_header(manifest_file(part, committed))
+    assert document["format_version"] == 2 and document["base"] is None
     assert document["segments"][0] == {
         "path": results.path,
         "kind": "results",
         "rows": 5,
         "sha256": results.sha256,
         "size": results.size,
+        "offset": 0,
+        "level": 0,
     }
     assert len(document["manifest_sha256"]) == 64
 
@@ -280,7 +292,7 @@ def test_missing_or_truncated_segment(part: PartitionSnapshots, damage: str, cap
 
 def test_manifest_cannot_reference_outside_its_partition(part: PartitionSnapshots) -> None:
     committed = commit_epoch(part, None, attempt=A1, offset=10, tables=[rows(0, 3)])
-    document = json.loads(manifest_file(part, committed).read_bytes())
+    document = json.loads(committed.to_json_bytes())
     del document["manifest_sha256"]
     document["segments"][0]["path"] = "segments/../../../part-00004/segments/x.arrow"
     canonical = json.dumps(document, sort_keys=True, separators=(",", ":"))
@@ -295,7 +307,7 @@ def test_manifest_copied_from_another_partition_is_ignored(
 ) -> None:
     other = store.partition(KEY, 4)
     foreign = commit_epoch(other, None, attempt=A1, offset=99)
-    target = Path(part.path, "manifests")
+    target = Path(part.path, "commits")
     target.mkdir(parents=True)
     source = manifest_file(other, foreign)
     (target / source.name).write_bytes(source.read_bytes())
@@ -316,9 +328,7 @@ def test_commit_rejects_bad_manifests(store: SnapshotStore, part: PartitionSnaps
         part.commit(Manifest(FP, 3, 0, 3, A1, pending=[object()], segments=[ref]))
     with pytest.raises(ValueError, match="kind"):
         part.write_segment(rows(0, 1), kind="other", attempt=A1)
-    assert not Path(part.path, "manifests").exists() or not any(
-        Path(part.path, "manifests").iterdir()
-    )
+    assert not Path(part.path, "commits").exists() or not any(Path(part.path, "commits").iterdir())
 
 
 def test_uncommitted_files_are_ignored_and_cleaned_after_grace(part: PartitionSnapshots) -> None:
@@ -330,11 +340,11 @@ def test_uncommitted_files_are_ignored_and_cleaned_after_grace(part: PartitionSn
         )
     latest = history[-1]
     orphan = part.write_segment(rows(50, 5), kind="results", attempt=A2)  # never committed
-    manifests = Path(part.path, "manifests")
+    manifests = Path(part.path, "commits")
     strays = [
-        "manifests/manifest-00000009-task-3-attempt-2-0badf00d.json.tmp",
-        "manifests/manifest-00000009-task-3-attempt-2-deadbeef.json",
-        "manifests/notes.txt",
+        "commits/commit-000000000009-00000009-task-3-attempt-2-0badf00d.snap.tmp",
+        "commits/commit-000000000009-00000009-task-3-attempt-2-deadbeef.snap",
+        "commits/notes.txt",
     ]
     for stray in strays:
         Path(part.path, stray).write_bytes(b"{partial")
@@ -342,15 +352,15 @@ def test_uncommitted_files_are_ignored_and_cleaned_after_grace(part: PartitionSn
     assert part.latest() == latest
     assert part.clean_unreferenced() == []  # everything is younger than the grace period
 
-    superseded = [f"manifests/{manifest_file(part, m).name}" for m in history[:2]]
+    superseded = [f"commits/{manifest_file(part, m).name}" for m in history[:2]]
     age(part.path, seconds=3600)
     in_progress = part.write_segment(rows(60, 1), kind="results", attempt=A2)  # fresh
     deleted = part.clean_unreferenced(keep_manifests=2)
 
     assert deleted == sorted([orphan.path, *strays, *superseded])
     assert Path(part.path, in_progress.path).exists()
-    assert sorted(f"manifests/{p.name}" for p in manifests.iterdir()) == sorted(
-        f"manifests/{manifest_file(part, m).name}" for m in history[2:]
+    assert sorted(f"commits/{p.name}" for p in manifests.iterdir()) == sorted(
+        f"commits/{manifest_file(part, m).name}" for m in history[2:]
     )
     assert part.latest() == latest
     assert len(list(part.read_segments(latest))) == 4
@@ -358,8 +368,10 @@ def test_uncommitted_files_are_ignored_and_cleaned_after_grace(part: PartitionSn
 
 def test_newer_format_is_skipped_and_blocks_cleanup(part: PartitionSnapshots, caplog) -> None:
     committed = commit_epoch(part, None, attempt=A1, offset=1, tables=[rows(0, 1)])
-    future = Path(part.path, "manifests", "manifest-00000005-task-3-attempt-9-0123abcd.json")
-    future.write_text(json.dumps({"format_version": 2, "layout": "unknown to this reader"}))
+    name = "commit-000000000005-00000005-task-3-attempt-9-0123abcd.snap"
+    future = Path(part.path, "commits", name)
+    header = json.dumps({"format_version": 3, "layout": "unknown to this reader"}).encode()
+    future.write_bytes(header + len(header).to_bytes(8, "big") + b"ENRSNAP" + bytes([3]))
     orphan = part.write_segment(rows(1, 1), kind="results", attempt=A2)
     age(part.path, seconds=3600)
 
