@@ -3,16 +3,25 @@ and tests: it forwards to a local directory or to S3 and records every request.
 
 Its protocol is not one that renames atomically, so the snapshot store writes each file
 with one ``pipe_file``, as on S3: over a local directory the counts are an object store's.
+Built directly (``CountingFileSystem(target)``) it keeps its own :attr:`requests`; opened
+by URL (``SnapshotStore(counting_url(path))``, a local directory) its requests are seen by
+:func:`counted_requests`.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
+import fsspec
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
+
+PROTOCOL = "counting"
 
 
 @dataclass(frozen=True)
@@ -28,13 +37,15 @@ class CountingFileSystem(AbstractFileSystem):
     """Forwards to ``target`` (the local filesystem by default) and appends every request
     to :attr:`requests`. A bulk ``rm`` is one request (S3's DeleteObjects: 1 000 keys)."""
 
-    protocol = "counting"
+    protocol = PROTOCOL
     cachable = False  # each user gets its own counter
+    recorders: ClassVar[list[list[Request]]] = []
+    """Lists that :func:`counted_requests` is filling: every instance's requests."""
 
     def __init__(self, target: AbstractFileSystem | None = None) -> None:
         super().__init__()
         self.target = target if target is not None else LocalFileSystem()
-        self.requests: list[Request] = []
+        self.requests = _RequestLog(self.recorders)
 
     def count(self, since: int = 0) -> Counter[str]:
         """Requests by type from index ``since`` on."""
@@ -47,8 +58,12 @@ class CountingFileSystem(AbstractFileSystem):
         return sum(r.size for r in self.requests[since:] if r.kind.startswith("GET"))
 
     def cat_file(self, path: str, start: int | None = None, end: int | None = None, **_: Any):
-        data = self.target.cat_file(path, start=start, end=end)
         kind = "GET" if start is None and end is None else "GET-range"
+        try:
+            data = self.target.cat_file(path, start=start, end=end)
+        except FileNotFoundError:
+            self.requests.append(Request(kind, path))  # a 404 is a request too
+            raise
         self.requests.append(Request(kind, path, len(data)))
         return data
 
@@ -87,3 +102,38 @@ class CountingFileSystem(AbstractFileSystem):
 
     def modified(self, path: str):
         return self.target.modified(path)
+
+
+class _RequestLog(list[Request]):
+    """An instance's requests, also handed to every recorder that is listening."""
+
+    def __init__(self, recorders: list[list[Request]]) -> None:
+        super().__init__()
+        self._recorders = recorders
+
+    def append(self, request: Request) -> None:
+        super().append(request)
+        for recorder in self._recorders:
+            recorder.append(request)
+
+
+fsspec.register_implementation(PROTOCOL, CountingFileSystem, clobber=True)
+
+
+def counting_url(path: Path | str) -> str:
+    """A URL of the local directory ``path`` whose filesystem counts its requests."""
+    return f"{PROTOCOL}://{Path(path).resolve()}"
+
+
+@contextmanager
+def counted_requests() -> Iterator[Counter[str]]:
+    """The requests of every counting filesystem made inside the block, by type (GET,
+    GET-range, PUT, LIST, HEAD, DELETE), counted when the block ends."""
+    seen: list[Request] = []
+    counts: Counter[str] = Counter()
+    CountingFileSystem.recorders.append(seen)
+    try:
+        yield counts
+    finally:
+        CountingFileSystem.recorders.remove(seen)
+        counts.update(r.kind for r in seen)

@@ -9,10 +9,10 @@ import time
 
 import pytest
 
+from benchmarks.storage_requests import counted_requests, counting_url
 from demo.stack import demo_api
 from plugins.progress_reporter import progress_line
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
-from tests.counting_storage import counted_requests, counting_url
 
 from .job_support import job_args, kill_group, read_output, start_job, write_input
 
