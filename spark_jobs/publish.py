@@ -29,7 +29,7 @@ from fsspec import AbstractFileSystem
 
 from spark_jobs.current_result import RESULT, SUMMARY, read_result, relative_to
 from spark_jobs.snapshots import LeaseError
-from spark_jobs.snapshots.paths import basename, encode_component
+from spark_jobs.snapshots.paths import basename
 from spark_jobs.snapshots.storage import has_atomic_rename
 
 RUNS = "runs"
@@ -155,10 +155,11 @@ def _rm(fs: AbstractFileSystem, path: str) -> None:
 
 
 def _folder_name(run_id: str) -> str:
-    """A storage-safe, distinct folder name for any run id (Airflow's hold ``:`` and
-    ``+``, escaped as in snapshot paths; anything stranger is replaced and hashed)."""
-    try:
-        return encode_component("run id", run_id)
-    except ValueError:
-        digest = hashlib.sha256(run_id.encode()).hexdigest()[:12]
-        return f"{re.sub(r'[^A-Za-z0-9_.-]', '_', run_id)[:80]}-{digest}"
+    """A folder name safe on every filesystem and in Hadoop's URIs: Spark reads run
+    folders back (``--retry-dead-letters``) and hands their paths out percent-encoded, so
+    no ``%`` (nor ``:`` or ``+``, Airflow's run ids hold both). A run id that needed
+    replacing keeps a hash of itself, so two stay apart; the token after it does the rest."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", run_id)[:80]
+    if safe == run_id and set(safe) != {"."}:
+        return safe
+    return f"{safe}-{hashlib.sha256(run_id.encode()).hexdigest()[:12]}"

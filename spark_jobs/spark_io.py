@@ -9,6 +9,7 @@ in one place.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import unquote
 
 import fsspec
 import pyarrow as pa
@@ -98,10 +99,12 @@ def write_outputs(enriched: Any, spec: JobSpec, directory: str) -> dict[str, int
 
 
 def input_fingerprint(frame: Any) -> dict[str, list[Any]]:
-    """Every input file with its size and modification time: a changed file changes it."""
+    """Every input file with its size and modification time: a changed file changes it.
+    Spark names the files by URI, percent-encoded (a space is ``%20``, a ``%`` is
+    ``%25``); the filesystem wants the path itself."""
     files: dict[str, list[Any]] = {}
     for url in sorted(frame.inputFiles()):
-        fs, path = fsspec.core.url_to_fs(url)
+        fs, path = fsspec.core.url_to_fs(unquote(url))
         info = fs.info(path)
         files[url] = [info.get("size"), str(info.get("mtime") or info.get("LastModified") or "")]
     return files

@@ -9,6 +9,7 @@ from spark_jobs.enrichers import ResponseField
 from spark_jobs.input_options import CORRUPT_RECORD
 from spark_jobs.input_reader import read_input
 from spark_jobs.job_spec import JobSpec
+from spark_jobs.spark_io import input_fingerprint
 
 pytestmark = pytest.mark.spark
 
@@ -43,3 +44,16 @@ def test_an_empty_csv_cell_quoted_or_not_is_the_empty_string_unless_nullvalue_is
         "quoted": empty,
         "text": "x",
     }
+
+
+def test_input_files_named_with_spaces_and_percent_signs_are_fingerprinted(spark, tmp_path):
+    """Spark names input files by percent-encoded URI (``%20``, ``%25``): the fingerprint
+    stats the files themselves, as a run folder read back by ``--retry-dead-letters``
+    (``...T00%3A00...``) and a user's ``my data/`` need."""
+    folder = tmp_path / "my data" / "run%3A1"
+    folder.mkdir(parents=True)
+    (folder / "in 1.csv").write_text("id,text\n1,x\n")
+    frame = read_input(spark, spec(folder))
+    [(url, (size, mtime))] = input_fingerprint(frame).items()
+    assert "%20" in url and "%253A" in url, url  # the URI as Spark gives it
+    assert size == len("id,text\n1,x\n") and mtime

@@ -179,9 +179,10 @@ def test_an_output_published_before_run_folders_is_read_then_replaced(tmp_path):
 
 def test_run_folders_are_safe_path_names_for_any_run_id_and_never_reused():
     airflow = "manual__2026-11-20T00:00:00+00:00.try1.ab12cd"
-    assert staging_for("s3://b/out/", airflow).startswith(
-        "s3://b/out/runs/manual__2026-11-20T00%3A00%3A00%2B00%3A00.try1.ab12cd-"
-    )
+    folder = staging_for("s3://b/out/", airflow)
+    assert folder.startswith("s3://b/out/runs/manual__2026-11-20T00_00_00_00_00.try1.ab12cd-")
+    assert not set("%:+") & set(folder.removeprefix("s3://")), "Hadoop would encode them"
+    assert staging_for("/out", "..").startswith("/out/runs/..-"), "never the parent itself"
     odd = staging_for("/out", "a/../b c")
     assert odd.startswith("/out/runs/a_.._b_c-") and odd.count("/") == 3
     assert staging_for("/out", "same") != staging_for("/out", "same"), "a rerun's is new"
