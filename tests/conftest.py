@@ -29,3 +29,12 @@ def spark():
     # py4j logs "Closing down clientserver connection" from __del__ at interpreter exit,
     # after pytest closed the stream: keep its info lines out of the way.
     logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+@pytest.fixture(autouse=True)
+def _no_learned_rates(monkeypatch):
+    """Each test starts as a fresh Python worker would: no rate learned by an earlier
+    test's enricher of the same loopback API (``learned_rates``) within its minute."""
+    from spark_jobs.enrichers import learned_rates
+
+    monkeypatch.setattr(learned_rates, "_learned", {})

@@ -6,7 +6,9 @@ sends far more than a hard limit of R requests/s allows, and the 429 share stays
 moves the rate itself:
 
 * **slow start**: without a ``--requests-per-second`` it starts at ``START_RATE`` and
-  doubles every half second until the first throttled answer, like TCP;
+  doubles every half second until the first throttled answer, like TCP; a partition
+  that starts where its predecessor has just found its share (``learned_rates.py``)
+  starts at that share instead, sparing its neighbours the overshoot's 429s;
 * **multiplicative decrease**: a *rate limit* cuts the rate to ``BETA`` x the rate the
   server *accepted* over the last second (its answers that were not throttled: with a
   hard limit, about this partition's share of it; the rate sent overshoots by the calls
@@ -55,8 +57,8 @@ BETA = 0.85
 """The cut on a throttled answer: the rate becomes this share of the rate sent."""
 APPROACH = 0.95
 """After a cut the rate climbs quickly back to this share of the throttled rate..."""
-PROBE = 0.004
-"""...then by this share of it per second, so the next 429 comes some 12 s later..."""
+PROBE = 0.001
+"""...then by this share of it per second, so the next 429 comes some 10 s later..."""
 PROBE_MIN = 0.1
 """...but at least by this many requests/s per second, so a small rate still grows."""
 CUT_INTERVAL_S = 0.5
@@ -98,6 +100,7 @@ class RateController:
         window: int = defaults.THROTTLE_WINDOW,
         share: float = defaults.THROTTLE_SHARE,
         start_rate: float = START_RATE,
+        learned: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if ceiling is not None and not ceiling > 0:
@@ -105,9 +108,15 @@ class RateController:
         if window < 1 or not 0 < share <= 1:
             raise ValueError(f"need window >= 1 and share in (0, 1], got {window!r}, {share!r}")
         self.ceiling = ceiling
-        self.slow_start = ceiling is None
-        self.rate = ceiling if ceiling is not None else start_rate
-        self.ceiling_hint: float | None = None  # accepted at the last cut (w_max)
+        # accepted at the last cut (w_max); a predecessor's (``learned_rates``) to start
+        self.ceiling_hint: float | None = learned if ceiling is None else None
+        self.slow_start = ceiling is None and self.ceiling_hint is None
+        if ceiling is not None:
+            self.rate = ceiling
+        elif self.ceiling_hint is not None:
+            self.rate = max(APPROACH * self.ceiling_hint, MIN_RATE)
+        else:
+            self.rate = start_rate
         self.decreases = 0
         self.epoch = 0  # changes with every cut or pause: waiting slots are taken anew
         self._policy_rate: float | None = None

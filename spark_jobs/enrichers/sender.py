@@ -15,6 +15,7 @@ import aiohttp
 
 from spark_jobs.asyncwait import untimed
 
+from . import learned_rates
 from .attempt import AttemptLimits, AttemptTimeout, BodyTooLarge, Reply, UnsupportedEncoding, send
 from .config import HttpEnricherConfig
 from .errors import (
@@ -52,8 +53,12 @@ class RequestSender:
         self.session: aiohttp.ClientSession | None = None
         self._secrets: list[Secret] = []
         self._budget = request_budget
+        self._rate_key = learned_rates.key_for(config)
         self.rate = RateController(
-            config.rate_per_partition, window=config.throttle_window, share=config.throttle_share
+            config.rate_per_partition,
+            window=config.throttle_window,
+            share=config.throttle_share,
+            learned=learned_rates.recall(self._rate_key),
         )
         self.limiter = AdaptiveConcurrency(
             config.capacity, config.throttle_window, config.throttle_share
@@ -82,6 +87,8 @@ class RequestSender:
         self.session, self._secrets = open_session(self.config)
 
     async def close(self) -> None:
+        if self.rate.ceiling is None and self.rate.ceiling_hint is not None:
+            learned_rates.remember(self._rate_key, self.rate.ceiling_hint)
         if self.session is not None:
             await self.session.close()
             self.session = None

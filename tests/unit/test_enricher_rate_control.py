@@ -128,6 +128,27 @@ def test_a_partition_left_alone_regains_the_whole_limit_within_seconds():
     assert ok_per_second(server, 175, 190) >= 0.85 * 200
 
 
+def test_a_successor_starting_at_its_predecessors_share_spares_the_neighbours_429s():
+    """A partition that starts in the worker where another has just found its share of a
+    shared limit starts there: slow start's overshoot would meet a spent window and pause
+    the neighbour as well (a second of the limit each time)."""
+    throughputs, throttled = {}, {}
+    for start in ("slow start", "learned"):
+        clock = FakeClock()
+        server = FixedWindowServer(200)
+        predecessor, neighbour = RateController(clock=clock), RateController(clock=clock)
+        simulate(server, [predecessor, neighbour], clock, 60)
+        learned = predecessor.ceiling_hint if start == "learned" else None
+        successor = RateController(learned=learned, clock=clock)
+        assert successor.slow_start is (learned is None)
+        calls, refused, begin = server.calls, server.throttled, clock.now
+        simulate(server, [successor, neighbour], clock, 6)
+        throughputs[start] = ok_per_second(server, begin + 1, begin + 6)
+        throttled[start] = (server.throttled - refused) / (server.calls - calls)
+    assert throughputs["learned"] >= 0.9 * 200 > throughputs["slow start"]
+    assert throttled["learned"] < throttled["slow start"]
+
+
 def test_a_given_rate_stays_a_hard_ceiling():
     clock = FakeClock()
     server = FixedWindowServer(10_000)  # never throttles
