@@ -23,7 +23,7 @@ from plugins.namespace import snapshot_root
 from plugins.spark_master import env_stays_off_command_line
 from spark_jobs.defaults import DEAD_LETTER_RETRY_SUFFIX
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
-from spark_jobs.snapshots.resume import read_progress
+from spark_jobs.snapshots.resume import resume_progress
 
 TOKEN_ENV = "ENRICHMENT_API_TOKEN"
 """The environment variable that carries the connection's token to the job."""
@@ -168,7 +168,7 @@ class EnrichmentApiHook(BaseHook):
         if resume == "never":
             self.log.info("resume=never: starting fresh; any snapshot in %s is discarded", where)
             return
-        progress = read_progress(store, key)
+        progress = resume_progress(store, key)
         if progress.partitions:
             total = (store.read_job_record(key) or {}).get("records_in")
             self.log.info("resuming %s (%s)", progress.describe(total), where)
@@ -179,7 +179,7 @@ class EnrichmentApiHook(BaseHook):
         """What a retry of a failed run will do, for the failure message."""
         if resume == "never":
             return "the next try starts fresh (resume=never)"
-        progress = read_progress(self.snapshot_store, key)
+        progress = resume_progress(self.snapshot_store, key)
         if not progress.partitions:
             return "the next try starts fresh: no snapshot was committed"
         total = (self.snapshot_store.read_job_record(key) or {}).get("records_in")

@@ -8,13 +8,17 @@ mismatch can be explained part by part rather than as two opaque hashes.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .paths import NamespaceKey
 from .progress import PartitionProgress
-from .progress_record import describe_progress
+from .progress_record import ProgressRecordError, describe_progress
 from .store import SnapshotStore
+
+logger = logging.getLogger(__name__)
 
 
 class ResumeRefusedError(RuntimeError):
@@ -51,8 +55,34 @@ class NamespaceProgress:
         return describe_progress(self.epoch, self.done, self.in_flight, records_total)
 
 
+class ProgressSummary(Protocol):
+    """What a resume decision or plan needs of a namespace's progress: its partitions
+    with a commit, and the line that describes them."""
+
+    @property
+    def partitions(self) -> Sequence[object]: ...
+
+    def describe(self, records_total: int | None) -> str: ...
+
+
 def read_progress(store: SnapshotStore, key: NamespaceKey) -> NamespaceProgress:
+    """Every partition's best manifest: one listing and a commit read per partition."""
     return NamespaceProgress(tuple(store.namespace_progress(key)))
+
+
+def resume_progress(store: SnapshotStore, key: NamespaceKey) -> ProgressSummary:
+    """The namespace's progress for deciding or planning a resume: its progress record,
+    one read whatever the number of partitions, when it names any partition; otherwise
+    (a run of an older version, a driver killed before its first refresh, a record that
+    does not parse) the partitions themselves, so a commit is never overlooked."""
+    try:
+        record = store.progress_record(key)
+    except ProgressRecordError as exc:
+        logger.warning("progress record of %s unreadable (%s): reading the partitions", key, exc)
+        record = None
+    if record is not None and record.partitions:
+        return record
+    return read_progress(store, key)
 
 
 def explain_changes(before: dict[str, Any], now: dict[str, Any]) -> list[str]:
@@ -99,7 +129,7 @@ def decide(
             "nothing to do (--resume never runs it again)",
             completed,
         )
-    progress = read_progress(store, key)
+    progress = resume_progress(store, key)
     previous = store.read_job_record(key)
     if not progress.partitions:
         if mode == "require":
