@@ -7,8 +7,9 @@ through ``storage_requests.CountingFileSystem``, and reports:
 * per cut: storage requests by type and bytes written, over the last 100 cuts before k
   and on average over all k (base cuts, compaction and pruning included);
 * per resume of the partition at k: requests, metadata objects read, bytes read, seconds;
-* per progress read of a namespace of P partitions (``SnapshotStore.namespace_progress``,
-  today's path: one ``latest`` per partition): requests and seconds;
+* per progress read of a namespace of P partitions: through its progress record (what
+  every reader does), and by scanning one ``latest`` per partition (format 1's way, and
+  the driver's fold over the partitions still running): requests, bytes and seconds;
 * the projected S3 request cost of a run (formula in the README).
 
 Format 1 (a whole manifest per cut, re-listing ``segments/``; its writer replayed here
@@ -38,7 +39,9 @@ from spark_jobs.snapshots import Manifest, NamespaceLease
 from spark_jobs.snapshots.format1 import valid_manifests
 from spark_jobs.snapshots.partition import PartitionSnapshots
 from spark_jobs.snapshots.paths import MANIFESTS_DIR, manifest_name
+from spark_jobs.snapshots.progress_record import MAX_RECORD_BYTES, PartitionEntry, ProgressRecord
 from spark_jobs.snapshots.storage import list_entries, write_atomically
+from spark_jobs.snapshots.store import PROGRESS_RECORD
 
 RESULTS = Path(__file__).parent / "results" / "scale.json"
 ROWS_PER_CUT = 50  # about a 10 s cut of a partition at 5 records/s
@@ -149,9 +152,11 @@ def _per_cut(fs: CountingFileSystem, since: int, cuts: int) -> dict[str, Any]:
 
 
 def measure_progress(fs: CountingFileSystem, root: str, partitions: int) -> dict[str, Any]:
-    """A namespace's progress as ``SnapshotStore.namespace_progress`` reads it today (one
-    listing, then ``latest(verify_content=False)`` per partition) over ``partitions``
-    partitions of one commit each."""
+    """A namespace's progress over ``partitions`` partitions of one commit each, both ways:
+    ``scan``, one listing then ``latest(verify_content=False)`` per partition (format 1's
+    only way, and what the driver's fold does for the partitions still running); and
+    ``record``, what every reader does now: one ranged GET of ``progress.json``, which the
+    driver's ``ProgressFolder`` keeps current."""
     namespace = f"{root}/progress-{partitions}"
     parts = [PartitionSnapshots(fs, f"{namespace}/part-{n:05d}", n) for n in range(partitions)]
     for part in parts:
@@ -160,9 +165,30 @@ def measure_progress(fs: CountingFileSystem, root: str, partitions: int) -> dict
     list_entries(fs, namespace)
     found = [part.latest(verify_content=False) for part in parts]
     assert all(m is not None for m in found)
+    scan = {"requests": dict(fs.count(since)), "seconds": round(time.perf_counter() - started, 3)}
+    return {"P": partitions, "scan": scan, "record": measure_record(fs, namespace, partitions)}
+
+
+def measure_record(fs: CountingFileSystem, namespace: str, partitions: int) -> dict[str, Any]:
+    """The progress record of ``partitions`` partitions: written once, then read as the
+    Airflow reporter, the Storage tab and the page read it (requests, bytes, seconds)."""
+    entries = tuple(
+        PartitionEntry(
+            partition=n, epoch=1, input_offset=10, records_total=10, committed_rows=10,
+            dead_letter_rows=0, in_flight=0, watermark=None, committed_at_ms=0,
+            attempt="a1", run_id="run", finished=True,
+        )
+        for n in range(partitions)
+    )  # fmt: skip
+    record = ProgressRecord("run", 0, partitions, 10 * partitions, entries)
+    write_atomically(fs, namespace, PROGRESS_RECORD, record.to_json())
+    since, started = len(fs.requests), time.perf_counter()
+    data = fs.cat_file(f"{namespace}/{PROGRESS_RECORD}", start=0, end=MAX_RECORD_BYTES + 1)
+    read = ProgressRecord.from_json(data)
+    assert len(read.partitions) == partitions
     return {
-        "P": partitions,
         "requests": dict(fs.count(since)),
+        "bytes": len(data),
         "seconds": round(time.perf_counter() - started, 3),
     }
 
