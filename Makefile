@@ -107,6 +107,7 @@ bench-resume: $(STAMP)
 # The snapshot store alone as cuts (k) and partitions (P) grow, format 2 beside format 1.
 bench-scale: $(STAMP)
 	$(PY) -m benchmarks.scale
+	$(PY) -m benchmarks.scale_plot
 
 # Re-resolve the full pinned set after changing requirements.txt (Airflow's convention).
 constraints: $(PY)
