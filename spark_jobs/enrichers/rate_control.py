@@ -6,9 +6,8 @@ sends far more than a hard limit of R requests/s allows, and the 429 share stays
 moves the rate itself:
 
 * **slow start**: without a ``--requests-per-second`` it starts at ``START_RATE`` and
-  doubles every half second until the first throttled answer, like TCP; a partition
-  that starts where its predecessor has just found its share (``learned_rates.py``)
-  starts at that share instead, sparing its neighbours the overshoot's 429s;
+  doubles every half second until the first throttled answer, like TCP (or at the share
+  a predecessor in the worker found: ``learned_rates.py``);
 * **multiplicative decrease**: a *rate limit* cuts the rate to ``BETA`` x the rate the
   server *accepted* over the last second (its answers that were not throttled: with a
   hard limit, about this partition's share of it; the rate sent overshoots by the calls
@@ -30,8 +29,8 @@ moves the rate itself:
 
 Each partition runs its own controller: partitions sharing a limit all see its 429s in
 the same window and cut together, so they settle on about equal shares without talking
-to each other. A given ``--requests-per-second`` share stays a hard ceiling, and a rate
-stated by a ``RateLimit-Policy`` header another one. The rate grows only while it is
+to each other. A given ``--requests-per-second`` stays a hard ceiling (per executor:
+``executor_rate.py``), a ``RateLimit-Policy`` another. The rate grows only while it is
 used (at most twice the rate sent), so an idle spell does not end in a burst.
 """
 
@@ -45,6 +44,7 @@ from collections.abc import Callable
 
 from spark_jobs import defaults
 
+from .executor_rate import ExecutorSchedule
 from .rate_headers import MAX_RESET_S, QuotaHint
 
 START_RATE = 50.0
@@ -74,8 +74,7 @@ most of the ``throttle_share`` of 429s a cut would otherwise cost."""
 STALE_HINT = 1.05
 """Probing this far above the rate accepted at the last cut without a 429 means the share
 grew (a neighbour partition finished, the limit was raised): slow start finds the new one
-in a second or two instead of a probe's minute. Partitions sharing a limit meet their
-429s at about 1.0 of it."""
+in a second or two instead of a probe's minute (sharing partitions meet 429s at 1.0)."""
 TICK_S = 0.25
 """How often the rate is adjusted and the rate sent is measured."""
 ACCEPTED_TICKS = 4
@@ -90,7 +89,8 @@ class RateController:
     goes out. Per answer: :meth:`accepted` for one the server worked on, :meth:`throttled`
     for a 429 or a 503 with ``Retry-After``, :meth:`observe_quota` for rate-limit headers.
     ``window`` and ``share`` tell sustained throttling from isolated 429s (the config's
-    ``throttle_window`` and ``throttle_share``).
+    ``throttle_window`` and ``throttle_share``); every send time is also taken from the
+    executor's schedule, if ``shared``.
     """
 
     def __init__(
@@ -101,6 +101,7 @@ class RateController:
         share: float = defaults.THROTTLE_SHARE,
         start_rate: float = START_RATE,
         learned: float | None = None,
+        shared: ExecutorSchedule | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if ceiling is not None and not ceiling > 0:
@@ -111,15 +112,12 @@ class RateController:
         # accepted at the last cut (w_max); a predecessor's (``learned_rates``) to start
         self.ceiling_hint: float | None = learned if ceiling is None else None
         self.slow_start = ceiling is None and self.ceiling_hint is None
-        if ceiling is not None:
-            self.rate = ceiling
-        elif self.ceiling_hint is not None:
-            self.rate = max(APPROACH * self.ceiling_hint, MIN_RATE)
-        else:
-            self.rate = start_rate
+        hint = self.ceiling_hint
+        self.rate = ceiling or (max(APPROACH * hint, MIN_RATE) if hint else start_rate)
         self.decreases = 0
         self.epoch = 0  # changes with every cut or pause: waiting slots are taken anew
         self._policy_rate: float | None = None
+        self._shared = shared  # the executor's schedule, when its tasks pace together
         self._clock = clock
         now = clock()
         self._born = now
@@ -147,6 +145,8 @@ class RateController:
         start = self._next if self._next > now else now
         if self._paused_until > start:
             start = self._paused_until
+        if self._shared is not None:
+            start = self._shared.reserve(start)
         self._next = start + self._interval
         return start - now
 
@@ -154,6 +154,8 @@ class RateController:
         """Take a send slot only if one is free right now (a hedge never waits)."""
         now = self._clock()
         if self._next > now or self._paused_until > now:
+            return False
+        if self._shared is not None and not self._shared.try_reserve(now):
             return False
         self._next = now + self._interval
         return True

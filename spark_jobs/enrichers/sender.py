@@ -15,7 +15,6 @@ import aiohttp
 
 from spark_jobs.asyncwait import untimed
 
-from . import learned_rates
 from .attempt import AttemptLimits, AttemptTimeout, BodyTooLarge, Reply, UnsupportedEncoding, send
 from .config import HttpEnricherConfig
 from .errors import (
@@ -33,7 +32,7 @@ from .errors import (
     snippet,
 )
 from .hedging import HedgeDelay, race
-from .rate_control import RateController
+from .pacing import Pacing
 from .rate_headers import QuotaHint, quota_hint
 from .rate_limit import AdaptiveConcurrency
 from .redirects import REDIRECT_STATUSES, Hop, RedirectRefused, next_hop
@@ -53,13 +52,8 @@ class RequestSender:
         self.session: aiohttp.ClientSession | None = None
         self._secrets: list[Secret] = []
         self._budget = request_budget
-        self._rate_key = learned_rates.key_for(config)
-        self.rate = RateController(
-            config.rate_per_partition,
-            window=config.throttle_window,
-            share=config.throttle_share,
-            learned=learned_rates.recall(self._rate_key),
-        )
+        self._pacing = Pacing(config)
+        self.rate = self._pacing.controller
         self.limiter = AdaptiveConcurrency(
             config.capacity, config.throttle_window, config.throttle_share
         )
@@ -87,8 +81,7 @@ class RequestSender:
         self.session, self._secrets = open_session(self.config)
 
     async def close(self) -> None:
-        if self.rate.ceiling is None and self.rate.ceiling_hint is not None:
-            learned_rates.remember(self._rate_key, self.rate.ceiling_hint)
+        self._pacing.close()
         if self.session is not None:
             await self.session.close()
             self.session = None

@@ -1,0 +1,40 @@
+"""How one partition's requests are paced: its rate controller (``rate_control.py``),
+started at the share its predecessor in the worker found (``learned_rates.py``) or tied
+to the executor's schedule of a given rate (``executor_rate.py``), and what it leaves
+for the next partition when it ends."""
+
+from __future__ import annotations
+
+from . import learned_rates
+from .config import HttpEnricherConfig
+from .executor_rate import open_schedule
+from .rate_control import RateController
+
+
+class Pacing:
+    """The rate controller of one partition's enricher, from construction to :meth:`close`."""
+
+    def __init__(self, config: HttpEnricherConfig) -> None:
+        self._key = learned_rates.key_for(config)
+        given = config.requests_per_second
+        self._schedule = None
+        if given is not None:
+            self._schedule = open_schedule(self._key, given, config.partitions)
+        # Paced with the executor's other tasks, a task alone may use their share too.
+        ceiling = config.rate_per_partition if self._schedule is None else given
+        self.controller = RateController(
+            ceiling,
+            window=config.throttle_window,
+            share=config.throttle_share,
+            learned=learned_rates.recall(self._key),
+            shared=self._schedule,
+        )
+
+    def close(self) -> None:
+        """Leave the share found to the next partition; give back the executor slot."""
+        controller = self.controller
+        if controller.ceiling is None and controller.ceiling_hint is not None:
+            learned_rates.remember(self._key, controller.ceiling_hint)
+        if self._schedule is not None:
+            self._schedule.close()
+            self._schedule = None
