@@ -169,14 +169,8 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         durable: bool = True,
         **kwargs: Any,
     ) -> None:
-        kwargs.setdefault("name", "enrich_job")
-        super().__init__(
-            application=ENRICH_JOB,
-            conn_id=spark_conn_id,
-            deferrable=deferrable,
-            durable=durable,
-            **kwargs,
-        )
+        kwargs.update(deferrable=deferrable, durable=durable, name=kwargs.get("name", "enrich_job"))
+        super().__init__(application=ENRICH_JOB, conn_id=spark_conn_id, **kwargs)
         self._refuse_bad_arguments(url_path)
         self.input_path = input_path
         self.output_path = output_path
@@ -191,10 +185,8 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         self.event_time_column = event_time_column
         self.snapshot_root = snapshot_root
         self.ship_environment = ship_environment
-        self.cache_dir = cache_dir
-        self.cache_ttl = cache_ttl
-        self.max_requests = max_requests
-        self.cost_per_request = cost_per_request
+        self.cache_dir, self.cache_ttl = cache_dir, cache_ttl
+        self.max_requests, self.cost_per_request = max_requests, cost_per_request
         self.input_options = dict(input_options or {})
         self.max_dead_letters = max_dead_letters
         self.retry_dead_letters = retry_dead_letters
@@ -224,7 +216,10 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
             self._spark_master(), self.bearer_token, self.secret_headers
         )
         self.application_args = job_arguments(self, api, key, run_id, token_args)
-        self.env_vars = {**self._python_env(), **(self.env_vars or {}), **token_env}
+        # spark-submit's environment never reaches a driver on a standalone cluster (the
+        # provider refuses env_vars there): it reads the token variable on its worker.
+        if not self.standalone_cluster():
+            self.env_vars = {**self._python_env(), **(self.env_vars or {}), **token_env}
         api.log_resume_plan(key, self.resume)
         SnapshotProgressLink().publish(context)
         try:
