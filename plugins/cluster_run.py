@@ -102,6 +102,8 @@ class ClusterDriverRun(SparkSubmitOperator):
     def submit_job(self, context: Any) -> str | None:
         """The provider submits a new driver (no earlier one to re-attach to): keep its
         run id first, so a retry that re-attaches knows which run it watches."""
+        if self.deferrable and self.post_submit_commands:  # run when the provider's poll ends
+            raise ValueError("post_submit_commands: a deferred task never runs them")
         state = context.get("task_state_store")
         if state is not None:
             state.set(RUN_ID_KEY, self._run.run_id)
