@@ -108,7 +108,9 @@ def test_a_deferrable_cluster_run_waits_in_the_trigger_and_ends_as_a_blocking_on
     data_rows, dead, summary = read_output(data / "output" / DAY)
     assert sorted(r["id"] for r in data_rows) == ids and dead == []
     assert summary["records_in"] == ROWS and summary["requests_made"] == ROWS
-    # The wait was the trigger's: it logged the driver's state and the progress record.
+    # The task deferred, and the wait was the trigger's: it logged the driver's state and
+    # the progress record.
+    assert "running trigger in line" in log, "the task never deferred"
     assert re.search(r"driver driver-[\d-]+ is RUNNING", log), log[-6000:]
     assert re.search(r"progress: [\d ]+ / 1 200 committed", log)
     assert f"published {DAY}: " in log, "the summary reached publish through XCom"
