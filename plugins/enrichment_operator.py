@@ -11,7 +11,6 @@ the job as environment variables, never on the command line.
 
 from __future__ import annotations
 
-import json
 import sys
 import uuid
 from collections.abc import Mapping, Sequence
@@ -20,34 +19,25 @@ from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import BaseHook
+from airflow.sdk import BaseHook, conf
 from airflow.sdk.exceptions import AirflowException
 
 import spark_jobs
+from plugins.cluster_run import ClusterDriverRun, EnrichmentRun, python_on_standalone_cluster
 from plugins.enrichment_hook import BEARER_AUTO, EnrichmentApiHook
 from plugins.job_arguments import job_arguments
 from plugins.links import SnapshotProgressLink
 from plugins.namespace import namespace_key
 from plugins.progress_reporter import reporting_progress
+from plugins.run_outcome import fail_run, finish_run
 from plugins.spark_master import spark_master
 from spark_jobs import defaults
 from spark_jobs.spark_logging import with_java_options
 
 ENRICH_JOB = str(Path(spark_jobs.__file__).parent / "enrich_job.py")
-#: Summary counts put on the outlets' Asset events.
-ASSET_EVENT_KEYS = (
-    "records_in",
-    "enriched",
-    "dead_letters",
-    "requests_made",
-    "replayed_from_snapshot",
-    "resumed",
-    "watermark",
-    "cost",
-)
 
 
-class ResumableEnrichmentOperator(SparkSubmitOperator):
+class ResumableEnrichmentOperator(ClusterDriverRun):
     """Enrich ``input_path`` into ``output_path`` through the API of ``api_conn_id``.
 
     :param input_path: the input: a file, directory or glob, any Spark URL (templated).
@@ -104,6 +94,14 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         default (``INFO``, ``DEBUG`` to see Spark's own lines); the job's decision,
         progress and summary always show (templated).
     :param job_args: further ``enrich_job`` flags, e.g. ``["--timeout", "10"]`` (templated).
+    :param deferrable: in standalone cluster mode (``spark://`` master with
+        ``spark.master.rest.enabled``, ``deploy-mode`` cluster) submit, then wait in the
+        triggerer, holding no worker slot; progress goes to the task log. Default: the
+        ``[operators] default_deferrable`` option. Elsewhere the task waits in its worker.
+    :param durable: the provider's re-attach, set explicitly (default True; cluster deploy
+        mode only): a retry whose driver still runs watches that driver (no second driver,
+        no wait for the snapshot lease); one whose driver failed submits a new driver,
+        which resumes from the snapshots; see ``plugins.cluster_run``.
     :param kwargs: ``SparkSubmitOperator``'s parameters (``conf``, ``files``,
         ``env_vars``...), except ``application``, ``conn_id`` and ``application_args``,
         which this operator sets: extra job flags go in ``job_args``.
@@ -167,9 +165,11 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         secret_headers: Mapping[str, str] | None = None,
         bearer_token: str = BEARER_AUTO,
         spark_log_level: str = defaults.SPARK_LOG_LEVEL,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        durable: bool = True,
         **kwargs: Any,
     ) -> None:
-        kwargs.setdefault("name", "enrich_job")
+        kwargs.update(deferrable=deferrable, durable=durable, name=kwargs.get("name", "enrich_job"))
         super().__init__(application=ENRICH_JOB, conn_id=spark_conn_id, **kwargs)
         self._refuse_bad_arguments(url_path)
         self.input_path = input_path
@@ -185,10 +185,8 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         self.event_time_column = event_time_column
         self.snapshot_root = snapshot_root
         self.ship_environment = ship_environment
-        self.cache_dir = cache_dir
-        self.cache_ttl = cache_ttl
-        self.max_requests = max_requests
-        self.cost_per_request = cost_per_request
+        self.cache_dir, self.cache_ttl = cache_dir, cache_ttl
+        self.max_requests, self.cost_per_request = max_requests, cost_per_request
         self.input_options = dict(input_options or {})
         self.max_dead_letters = max_dead_letters
         self.retry_dead_letters = retry_dead_letters
@@ -213,11 +211,15 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         api = EnrichmentApiHook(self.api_conn_id, self.snapshot_root)
         key = namespace_key(context)
         run_id = f"{context['run_id']}.try{context['ti'].try_number}.{uuid.uuid4().hex[:6]}"
+        self._run = EnrichmentRun(api, key, run_id)  # a re-attaching retry takes the old id
         token_env, token_args = api.token_route(
             self._spark_master(), self.bearer_token, self.secret_headers
         )
         self.application_args = job_arguments(self, api, key, run_id, token_args)
-        self.env_vars = {**self._python_env(), **(self.env_vars or {}), **token_env}
+        # spark-submit's environment never reaches a driver on a standalone cluster (the
+        # provider refuses env_vars there): it reads the token variable on its worker.
+        if not self.standalone_cluster():
+            self.env_vars = {**self._python_env(), **(self.env_vars or {}), **token_env}
         api.log_resume_plan(key, self.resume)
         SnapshotProgressLink().publish(context)
         try:
@@ -225,16 +227,8 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
             with reporting_progress(context, api.snapshot_store, key):
                 super().execute(context)
         except AirflowException as error:
-            api.fail_for_a_spent_budget(self.output_path, run_id)
-            api.fail_for_a_failed_run(key, run_id)
-            next_try = api.describe_next_try(key, self.resume)
-            self.log.error("enrich_job failed; %s", next_try)
-            raise AirflowException(f"enrich_job failed; {next_try}.\n{error}") from error
-        summary = api.read_summary(self.output_path)
-        self.log.info("enrichment summary: %s", json.dumps(summary, sort_keys=True))
-        for outlet in self.outlets:
-            context["outlet_events"][outlet].extra = {k: summary.get(k) for k in ASSET_EVENT_KEYS}
-        return summary
+            fail_run(self, api, key, self._run.run_id, error)
+        return finish_run(self, context, api)
 
     def _spark_master(self) -> str:
         """The master the Spark provider will submit to, resolved by its own rule."""
@@ -248,6 +242,13 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
     def _get_hook(self) -> SparkSubmitHook:
         """The provider's hook, with the packed environment (if any) in its files and conf:
         set here, after templating, so a Variable can name it."""
+        if self.application == ENRICH_JOB and self.standalone_cluster():
+            # The provider keeps its ``java_class`` argument as ``_java_class``.
+            self.application, self._java_class, self.application_args = (
+                python_on_standalone_cluster(ENRICH_JOB, self.application_args or [], self.py_files)
+            )
+            # spark-submit submits through the master's REST server only when told so.
+            self.conf = {"spark.master.rest.enabled": "true", **(self.conf or {})}
         pex = self._shipped_environment()
         if pex:
             files = [name for name in (self.files or "").split(",") if name]

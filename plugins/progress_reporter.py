@@ -87,6 +87,14 @@ class _Reporter(threading.Thread):
             self.report()
 
 
+def report_progress(context: Any, store: SnapshotStore, key: NamespaceKey) -> None:
+    """Write the namespace's progress line once (a deferred task, when it defers and
+    when it resumes: the triggerer cannot write the task state store)."""
+    state = context.get("task_state_store")
+    if state is not None:
+        _Reporter(state, store, key).report()
+
+
 @contextmanager
 def reporting_progress(context: Any, store: SnapshotStore, key: NamespaceKey) -> Iterator[None]:
     """Report the namespace's progress to the task's state store while the block runs,

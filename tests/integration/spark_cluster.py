@@ -45,15 +45,23 @@ def standalone_cluster(
     cores: int = 1,
     worker_env: dict[str, str] | None = None,
     auth_secret: str | None = None,
+    rest_port: int | None = None,
 ):
     """Yields the master URL once every worker has registered; stops everything after.
     ``worker_env`` overrides the workers' environment (and so their executors');
     ``auth_secret`` turns on ``spark.authenticate`` with that secret, as the compose
-    stack does (``_SPARK_AUTH_SECRET`` in the daemons' environment)."""
+    stack does (``_SPARK_AUTH_SECRET`` in the daemons' environment); ``rest_port`` turns
+    on the master's REST submission server there (``spark.master.rest.enabled``: cluster
+    deploy mode through ``spark://127.0.0.1:<rest_port>``; Spark refuses it together with
+    ``spark.authenticate``)."""
     auth: dict[str, str] = {}
     if auth_secret is not None:
         auth = {"_SPARK_AUTH_SECRET": auth_secret, "SPARK_MASTER_OPTS": "-Dspark.authenticate=true"}
         auth["SPARK_WORKER_OPTS"] = auth["SPARK_MASTER_OPTS"]
+    master_env = dict(auth)
+    if rest_port is not None:
+        rest = f"-Dspark.master.rest.enabled=true -Dspark.master.rest.port={rest_port}"
+        master_env["SPARK_MASTER_OPTS"] = f"{auth.get('SPARK_MASTER_OPTS', '')} {rest}".strip()
     port, ui_port = free_port(), free_port()
     processes = [
         _spark_class(
@@ -66,7 +74,7 @@ def standalone_cluster(
             str(ui_port),
             host="127.0.0.1",
             log=tmp / "master.log",
-            env=auth,
+            env=master_env,
         )
     ]
     master = f"spark://127.0.0.1:{port}"

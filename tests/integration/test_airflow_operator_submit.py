@@ -130,3 +130,26 @@ def test_the_driver_starts_with_the_jobs_log4j2_file_unless_it_runs_elsewhere(
     assert options.startswith("spark.driver.extraJavaOptions=-Xss4m")  # the user's kept
     assert ("log4j2.properties" in options) == quieted
     assert ("-Denrich_job.spark_log_level=INFO" in options) == quieted
+
+
+def test_standalone_cluster_mode_submits_the_python_job_as_pythonrunner_over_rest(monkeypatch):
+    """Spark refuses .py applications in standalone cluster mode: the job goes as Spark's
+    PythonRunner with the job's file first, once however often the hook is built;
+    spark-submit takes the REST route; durable is on, explicitly."""
+    from plugins.cluster_run import PYTHON_RUNNER, launcher_jar
+
+    cluster = {"deploy-mode": "cluster", "rest-port": 6066}
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_ENRICH",
+        json.dumps({"conn_type": "spark", "host": "spark://master:6066", "extra": cluster}),
+    )
+    operator = enrichment_operator()
+    assert operator.durable is True and enrichment_operator(durable=False).durable is False
+    operator.application_args = ["--input", "in"]
+    command = operator._get_hook()._build_spark_submit_command(operator.application)
+    assert command[command.index("--class") + 1] == PYTHON_RUNNER
+    tail = [launcher_jar(), ENRICH_JOB, "", "--input", "in"]  # jar, file, py-files, flags
+    assert command[command.index(launcher_jar()) :] == tail
+    confs = [command[i + 1] for i, arg in enumerate(command) if arg == "--conf"]
+    assert "spark.master.rest.enabled=true" in confs
+    assert operator._get_hook()._build_spark_submit_command(operator.application) == command

@@ -1,0 +1,64 @@
+"""The deferred Airflow operator's end (``execute_complete``), without Spark: the event
+the trigger fired, the snapshot store and ``_SUMMARY.json`` the job left. A finished
+driver returns the summary and fills the Asset events as the blocking path does; a
+failed one fails the try saying what the next try will do. (The whole deferred run, on a
+real cluster, is in test_airflow_cluster_mode.py.)"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from types import SimpleNamespace
+
+import pytest
+from airflow.sdk import Asset
+from airflow.sdk.exceptions import AirflowException
+
+from .operator_support import enrichment_operator
+
+pytestmark = pytest.mark.airflow
+
+ENRICHED = Asset("enrichment://customers/enriched")
+SUMMARY = {"records_in": 3, "enriched": 3, "dead_letters": 0, "resumed": True, "run_id": "r"}
+
+
+def context() -> dict:
+    return {
+        "ti": SimpleNamespace(dag_id="d", task_id="enrich", map_index=-1, try_number=1),
+        "data_interval_start": datetime(2024, 1, 1, tzinfo=UTC),
+        "logical_date": datetime(2024, 1, 1, tzinfo=UTC),
+        "outlet_events": {ENRICHED: SimpleNamespace(extra={})},
+    }
+
+
+@pytest.fixture
+def operator(tmp_path, monkeypatch):
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_ENRICHMENT_API", json.dumps({"conn_type": "http", "host": "api"})
+    )
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "_SUMMARY.json").write_text(json.dumps(SUMMARY))
+    return enrichment_operator(
+        output_path=str(tmp_path / "out"),
+        snapshot_root=str(tmp_path / "snapshots"),
+        deferrable=True,
+        outlets=[ENRICHED],
+    )
+
+
+def test_airflow_deferred_run_that_finished_returns_the_summary_and_the_asset_event(operator):
+    event = {"status": "success", "driver_id": "driver-1", "driver_state": "FINISHED"}
+    ran = context()
+    assert operator.execute_complete(ran, event | {"message": "finished"}, "r") == SUMMARY
+    assert ran["outlet_events"][ENRICHED].extra["records_in"] == 3
+    assert ran["outlet_events"][ENRICHED].extra["resumed"] is True
+
+
+def test_airflow_deferred_run_whose_driver_failed_fails_saying_what_the_next_try_does(operator):
+    event = {"status": "failed", "driver_id": "driver-1", "driver_state": "KILLED"}
+    with pytest.raises(AirflowException) as failed:
+        operator.execute_complete(
+            context(), event | {"message": "driver driver-1 ended KILLED"}, "r"
+        )
+    assert "the next try starts fresh: no snapshot was committed" in str(failed.value)
+    assert "driver driver-1 ended KILLED" in str(failed.value)
