@@ -132,10 +132,8 @@ def assert_nothing_clipped(shown, name: str) -> None:
 
 
 def state_cell(section, partition: int):
-    row = section.locator("tbody tr").filter(
-        has=section.locator(f'td[data-label="Partition"]:text-is("part {partition}")')
-    )
-    return row.locator('td[data-label="State"]')
+    """The state of ``part <partition>`` (rows are in partition order)."""
+    return section.locator("tbody tr").nth(partition).locator('td[data-label="State"]')
 
 
 def wait_for_commits(store: SnapshotStore, job) -> None:
@@ -150,10 +148,10 @@ def wait_for_commits(store: SnapshotStore, job) -> None:
         time.sleep(0.2)
 
 
-def screenshot(page, file: str) -> None:
-    page.screenshot(path=ARTIFACTS / file)
+def screenshot(page, file: str, full_page: bool = False) -> None:
+    page.screenshot(path=ARTIFACTS / file, full_page=full_page)
     if os.environ.get("KEEP_SCREENSHOTS") == "docs":
-        page.screenshot(path=ROOT / "docs" / file)
+        page.screenshot(path=ROOT / "docs" / file, full_page=full_page)
 
 
 def test_the_page_fits_three_widths_lists_every_partition_and_tells_a_killed_run(
@@ -163,6 +161,7 @@ def test_the_page_fits_three_widths_lists_every_partition_and_tells_a_killed_run
     store = SnapshotStore(str(tmp / "snapshots"))
     write_input(tmp / "in" / "part.jsonl", [f"customer-{i}" for i in range(ROWS)])
     args = job_args(tmp, api.url, "--partitions", str(PARTITIONS), "--capacity", "2")
+    args += ["--event-time-column", "event_time"]  # watermarks: the widest cells
     args += ["--dag-id", KEY.dag_id, "--task-id", KEY.task_id]
     args += ["--interval-start", KEY.interval_start, "--lease-ttl", str(LEASE_TTL_S)]
     job = start_job(args, env={"SPARK_MASTER": "local[2]"})
@@ -172,7 +171,8 @@ def test_the_page_fits_three_widths_lists_every_partition_and_tells_a_killed_run
         shown = {name: open_the_page(page, name) for name, page in pages.items()}
         for name, (frame, section) in shown.items():
             # Every partition of the job, the two not started yet as pending.
-            expect(section.locator("tbody tr")).to_have_count(PARTITIONS)
+            names = section.locator('tbody td[data-label="Partition"]')
+            expect(names).to_have_text([f"part {n}" for n in range(PARTITIONS)])
             expect(state_cell(section, 3)).to_have_text("pending")
             expect(state_cell(section, 0)).to_have_text("running")
             expect(section.get_by_text(re.compile(r"\d+ rec/s · ETA \d"))).to_be_visible(
@@ -180,7 +180,7 @@ def test_the_page_fits_three_widths_lists_every_partition_and_tells_a_killed_run
             )
             assert_nothing_clipped(frame, name)
         screenshot(pages["laptop"], "snapshot-page.png")
-        screenshot(pages["phone"], "snapshot-page-phone.png")
+        screenshot(pages["phone"], "snapshot-page-phone.png", full_page=True)
     finally:
         kill_group(job)  # SIGKILL to the driver's group: JVM and Python workers
 
