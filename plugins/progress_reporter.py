@@ -8,7 +8,10 @@ never a scan of manifests) and writes one line there every few seconds:
 
     progress: 48 213 / 100 000 committed, epoch 12, 64 in flight
 
-and, once the job published, the final count from its completion record. Nothing else in
+with ``; no progress for 45 s`` once the run has sent neither a commit nor a lease
+renewal for over twice their intervals (``spark_jobs/snapshots/stall.py``: a driver lost
+with its machine while ``spark-submit`` still waits on it), and, once the job published,
+the final count from its completion record. Nothing else in
 Airflow's own views can show a figure that changes while a task runs: the task instance
 note is not writable from a task (no Execution API route), an extra link's name is fixed
 per operator class, and XCom is written only when ``execute`` returns.
@@ -18,11 +21,13 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
+from spark_jobs.snapshots.stall import stall_of
 
 logger = logging.getLogger(__name__)
 
@@ -42,18 +47,23 @@ def _spaced(number: int) -> str:
     return f"{number:,}".replace(",", " ")
 
 
-def progress_line(store: SnapshotStore, key: NamespaceKey) -> str | None:
-    """``"48 213 / 100 000 committed, epoch 12, 64 in flight"`` from the progress record,
-    the final count once the run published, or None before the driver wrote a record
-    with a commit in it. At most two GETs: the record, else the completion record."""
+def progress_line(store: SnapshotStore, key: NamespaceKey, now: float | None = None) -> str | None:
+    """``"48 213 / 100 000 committed, epoch 12, 64 in flight"`` from the progress record
+    (and ``"; no progress for 45 s"`` when the run went silent by ``now``, Unix time), the
+    final count once the run published, or None before the driver wrote a record with a
+    commit in it. At most two GETs: the record and the lease, else the completion record."""
     record = store.progress_record(key)
     if record is not None:
+        stall = stall_of(
+            record, store.lease(key, owner="").read(), time.time() if now is None else now
+        )
+        silent = "" if stall is None else f"; {stall.describe()}"
         if not record.partitions:
-            return None
+            return stall.describe() if stall is not None else None
         total = "?" if record.records_total is None else _spaced(record.records_total)
         return (
             f"{_spaced(record.done)} / {total} committed, epoch {record.epoch}, "
-            f"{record.in_flight} in flight"
+            f"{record.in_flight} in flight{silent}"
         )
     completed = store.read_completed(key)
     summary = completed.get("summary") if completed else None

@@ -159,7 +159,7 @@ def _run_holding_lease(
     enrich = _partition_function(spec, key, job_record["fingerprint"], sizes, schema, run_id)
     enriched = partitioned.mapInArrow(enrich, from_arrow_schema(schema))
     staging = staging_for(spec.output, run_id)
-    folder = ProgressFolder(store, key, run_id, spec.partitions, records_in, lease.holds)
+    folder = _progress_folder(store, key, spec, run_id, records_in, lease)
     try:
         settle = partial(tasks_ended, spark)
         with ProgressReporter(folder, sizes, spec.progress_interval, settle=settle) as progress:
@@ -192,6 +192,20 @@ def _run_holding_lease(
             fingerprint = original_fingerprint(store, key)
             retry.close(store, key, {**completion, "fingerprint": fingerprint, "summary": summary})
     return summary
+
+
+def _progress_folder(
+    store: SnapshotStore,
+    key: NamespaceKey,
+    spec: JobSpec,
+    run_id: str,
+    records_in: int,
+    lease: NamespaceLease,
+) -> ProgressFolder:
+    """The writer of the progress record: the job's size, and the intervals by which a
+    reader tells a silent run (``snapshots/stall.py``)."""
+    intervals = (spec.snapshot_interval, spec.progress_interval)
+    return ProgressFolder(store, key, run_id, spec.partitions, records_in, lease.holds, intervals)
 
 
 def _ceiling(spec: JobSpec, staging: str, summary: dict[str, Any]) -> RunFailed | None:

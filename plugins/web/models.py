@@ -12,11 +12,22 @@ from pydantic import BaseModel, Field
 
 
 class PartitionView(BaseModel):
-    """One partition, as the namespace's progress record has its latest valid commit."""
+    """One partition of the job: its latest valid commit as the namespace's progress record
+    has it, or none yet (``pending``: every commit field is null) or no valid one
+    (``corrupt``)."""
 
     partition: int
-    epoch: int = Field(description="Snapshot epoch of the manifest (one per consistent cut).")
-    input_offset: int = Field(description="Input rows of the partition consumed at the cut.")
+    state: str = Field(
+        description='"finished", "budget spent", "running", "stalled" (the run holding the '
+        'lease went silent), "interrupted" (no run holds it), "pending" (no commit yet) or '
+        '"corrupt" (manifest files, none valid).'
+    )
+    state_note: str = Field(
+        description='The state in full, e.g. "interrupted: last commit 3 min ago; …" or '
+        '"no progress for 45 s: …" (the page\'s tooltip).'
+    )
+    epoch: int | None = Field(description="Snapshot epoch of the manifest (one per cut).")
+    input_offset: int | None = Field(description="Input rows of the partition consumed at the cut.")
     records_total: int | None = Field(description="Rows of the partition, once known.")
     committed_rows: int = Field(description="Enriched rows committed to snapshots.")
     dead_letter_rows: int
@@ -24,7 +35,7 @@ class PartitionView(BaseModel):
     in_flight: int = Field(description="Requests pending at the cut: asked again on resume.")
     watermark: int | None = Field(description="Event-time watermark, epoch milliseconds.")
     watermark_utc: str | None
-    committed_at: str = Field(description="When the manifest was committed (ISO 8601, UTC).")
+    committed_at: str | None = Field(description="When the manifest was committed (ISO 8601, UTC).")
     attempt: str | None = Field(description="The run attempt that committed it.")
     finished: bool
     stats: dict[str, Any] = Field(description="Counters the partition runner recorded.")
@@ -42,8 +53,8 @@ class CostView(BaseModel):
 class TotalsView(BaseModel):
     """The namespace's partitions added up."""
 
-    partition_count: int = Field(description="Partitions of the job (from its job record).")
-    partitions_reported: int
+    partition_count: int = Field(description="Partitions of the job (its driver records it).")
+    partitions_reported: int = Field(description="Partitions with a commit.")
     partitions_finished: int
     records_total: int | None = Field(description="Known once every partition reported it.")
     done_rows: int
@@ -59,11 +70,19 @@ class TotalsView(BaseModel):
 
 
 class PartitionPageView(BaseModel):
-    """Which partitions ``partitions`` holds: one page of those the progress record has."""
+    """Which partitions ``partitions`` holds: one page of every partition of the job."""
 
-    offset: int = Field(description="Index of the first partition shown (partitions_offset).")
+    offset: int = Field(description="Number of the first partition shown (partitions_offset).")
     limit: int = Field(description="Most partitions shown (partitions_limit).")
-    total: int = Field(description="Partitions with a commit in the progress record.")
+    total: int = Field(description="Partitions of the job, pending ones included.")
+
+
+class StallView(BaseModel):
+    """A running namespace whose run shows no sign of life (``spark_jobs/snapshots/stall.py``)."""
+
+    silent_s: int = Field(description="Seconds since the last commit or lease renewal.")
+    text: str = Field(description='"no progress for 45 s", as the page and the Storage tab say.')
+    note: str = Field(description="The longer explanation, with when the lease expires.")
 
 
 class LinksView(BaseModel):
@@ -83,6 +102,11 @@ class NamespaceView(BaseModel):
         description="Partitions with manifest files but no valid manifest: started over."
     )
     running: bool = Field(description="A live run holds the namespace's lease.")
+    stalled: StallView | None = Field(
+        default=None,
+        description="Set while the running run has sent neither a commit nor a lease renewal "
+        "for over twice their intervals: it is probably dead, its lease not yet expired.",
+    )
     completed: bool = Field(
         description="The run published its output: its snapshots gave way to a completion "
         "record, whose summary the totals show."

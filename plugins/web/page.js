@@ -47,34 +47,42 @@ function bar(done, total) {
   return `<span class="bar" title="${percent} %"><span style="width:${percent}%"></span></span>`;
 }
 
-function when(iso) {
-  return iso === null ? "—" : `<span title="${text(iso)}">${text(iso.slice(0, 19).replace("T", " "))}</span>`;
+const done = (n, total) =>
+  `<span class="figures">${count(n)} / ${count(total)}</span>${bar(n, total)}`;
+
+// A UTC time to the second; the full timestamp (and `detail`) is its tooltip.
+function moment(iso, detail = "") {
+  return iso === null ? "—"
+    : `<span title="${text(iso + detail)}">${text(iso.slice(0, 19).replace("T", " "))}</span>`;
 }
 
 function watermark(value, utc) {
-  return value === null ? "—" : `<span title="${text(value)} ms">${text(utc || value)}</span>`;
+  if (value === null) return "—";
+  return utc ? moment(utc, ` (${value} ms)`) : text(value);
 }
 
-function ago(iso) {
-  const seconds = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
-  for (const [unit, size] of [["d", 86400], ["h", 3600], ["min", 60]]) {
-    if (seconds >= size) return `${Math.floor(seconds / size)} ${unit} ago`;
+// The columns as page.py declared them in the header: [label, class] per cell.
+function columns(section) {
+  return [...section.querySelectorAll("thead th")].map((th) => [th.textContent, th.className]);
+}
+
+function cells(section, values, extra = "") {
+  const tds = columns(section).map(([label, kind], i) =>
+    `<td class="${escapeHtml(kind)}" data-label="${escapeHtml(label)}">${values[i]}</td>`);
+  return `<tr${extra}>${tds.join("")}</tr>`;
+}
+
+// One partition, as page.py's _partition_row renders it (the state comes from the API).
+function row(section, p) {
+  const state = `<span title="${text(p.state_note)}">${text(p.state)}</span>`;
+  const kind = ` class="${escapeHtml(p.state.replace(/ /g, "-"))}"`;
+  if (p.epoch === null) {
+    return cells(section, [`part ${p.partition}`, ...Array(7).fill("—"), state], kind);
   }
-  return `${Math.round(seconds)} s ago`;
-}
-
-function state(p, running) {
-  if (p.finished) return "finished";
-  if (p.stats.budget_exhausted) return "budget spent";
-  return running ? "running" : `interrupted (last commit ${ago(p.committed_at)})`;
-}
-
-function row(p, running) {
-  return `<tr><td>part ${p.partition}</td>`
-    + `<td>${count(p.done_rows)} / ${count(p.records_total)}${bar(p.done_rows, p.records_total)}</td>`
-    + `<td>${count(p.dead_letter_rows)}</td><td>${p.epoch}</td><td>${p.in_flight}</td>`
-    + `<td>${watermark(p.watermark, p.watermark_utc)}</td><td>${when(p.committed_at)}</td>`
-    + `<td>${text(p.attempt)}</td><td>${state(p, running)}</td></tr>`;
+  return cells(section, [
+    `part ${p.partition}`, done(p.done_rows, p.records_total), count(p.dead_letter_rows),
+    p.epoch, p.in_flight, watermark(p.watermark, p.watermark_utc), moment(p.committed_at),
+    text(p.attempt), state], kind);
 }
 
 function duration(seconds) {
@@ -103,23 +111,25 @@ function update(section, ns) {
   section.querySelector(".summary").textContent = t.summary;
   section.querySelector(".facts").innerHTML = `${t.partitions_reported} of ${t.partition_count}`
     + ` partitions reported · combined watermark ${watermark(t.watermark, t.watermark_utc)}`
-    + ` · last commit ${text(t.last_committed_at)}`;
+    + ` · last commit ${moment(t.last_committed_at)}`;
   const c = t.cost;
   section.querySelector(".cost").textContent = `${count(c.requests_made)} API calls made · `
     + `saved: ${count(c.response_cache_hits)} by the response cache, `
     + `${count(c.coalesced_calls)} by sharing identical requests, `
     + `${count(c.calls_saved_by_resume)} by resuming`;
   const idle = ns.completed ? "completed" : "not running";
-  section.querySelector(".pace").textContent = ns.running ? pace(section, t) : idle;
+  const paceBox = section.querySelector(".pace");
+  paceBox.classList.toggle("stalled", ns.stalled !== null);
+  paceBox.title = ns.stalled ? ns.stalled.note : "";
+  paceBox.textContent = ns.stalled ? ns.stalled.text : (ns.running ? pace(section, t) : idle);
   const empty = ns.completed ? "completed: output published" : "no committed snapshot yet";
-  section.querySelector("tbody").innerHTML = ns.partitions.map((p) => row(p, ns.running)).join("")
-    || `<tr><td colspan="9" class="muted">${text(ns.progress_note || empty)}</td></tr>`;
+  section.querySelector("tbody").innerHTML = ns.partitions.map((p) => row(section, p)).join("")
+    || `<tr><td colspan="${columns(section).length}" class="muted">`
+    + `${text(ns.progress_note || empty)}</td></tr>`;
   pager(section, ns.partitions_page);
-  section.querySelector("tfoot").innerHTML = `<tr><td>total</td>`
-    + `<td>${count(t.done_rows)} / ${count(t.records_total)} ${bar(t.done_rows, t.records_total)}</td>`
-    + `<td>${count(t.dead_letter_rows)}</td><td>${t.epoch}</td><td>${t.in_flight}</td>`
-    + `<td>${watermark(t.watermark, t.watermark_utc)}</td>`
-    + `<td>${when(t.last_committed_at)}</td><td></td><td></td></tr>`;
+  section.querySelector("tfoot").innerHTML = cells(section, [
+    "total", done(t.done_rows, t.records_total), count(t.dead_letter_rows), t.epoch,
+    t.in_flight, watermark(t.watermark, t.watermark_utc), moment(t.last_committed_at), "", ""]);
 }
 
 // The range shown and the total; a button is disabled where there is no page to go to.

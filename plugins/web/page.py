@@ -4,13 +4,17 @@ Renders the same :class:`~plugins.web.models.NamespaceView` objects the JSON API
 so the page and the API never disagree. Every value is HTML-escaped. The inline script
 (``page.js``) posts a discard through ``fetch`` with the browser's Airflow cookie and,
 while a shown namespace is running, refreshes it from the JSON API every few seconds
-(rows rendered as :func:`_partition_row` renders them) with records/s and an ETA.
+(rows rendered as :func:`_partition_row` renders them) with records/s and an ETA, or
+``no progress for 45 s`` once the run went silent.
+
+Fits its width: from 1 280 to 1 920 px the table's columns fit without a scroll bar (long
+values wrap; times are cut to the second with the full value as a tooltip), and below
+960 px (phones) every row becomes a card of labelled values (``page.css``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
 from html import escape
 from importlib.resources import files
 from typing import Any
@@ -41,10 +45,23 @@ def _bar(done: int, total: int | None) -> str:
     )
 
 
+def _done(done: int, total: int | None) -> str:
+    """``48 213 / 100 000`` and a bar."""
+    return f'<span class="figures">{_count(done)} / {_count(total)}</span>{_bar(done, total)}'
+
+
+def _moment(iso: str | None, detail: str = "") -> str:
+    """A UTC time to the second (``2026-11-24 01:17:57``, short enough for a column); the
+    full timestamp, and ``detail``, is its tooltip."""
+    if iso is None:
+        return "—"
+    return f'<span title="{escape(iso + detail)}">{escape(iso[:19].replace("T", " "))}</span>'
+
+
 def _watermark(value: int | None, utc: str | None) -> str:
     if value is None:
         return "—"
-    return f'<span title="{_text(value)} ms">{_text(utc or value)}</span>'
+    return _moment(utc, f" ({value} ms)") if utc else _text(value)
 
 
 def _cost(cost: CostView) -> str:
@@ -61,49 +78,53 @@ def _facts(ns: NamespaceView) -> str:
     return (
         f"{t.partitions_reported} of {t.partition_count} partitions reported · combined "
         f"watermark {_watermark(t.watermark, t.watermark_utc)} · last commit "
-        f"{_text(t.last_committed_at)}"
+        f"{_moment(t.last_committed_at)}"
     )
 
 
-def _state(p: PartitionView, running: bool) -> str:
-    if p.finished:
-        return "finished"
-    if p.stats.get("budget_exhausted"):
-        return "budget spent"  # waits for a clear or the next run; not a failure
-    if running:
-        return "running"
-    return f"interrupted (last commit {_ago(p.committed_at)})"
+#: The table's columns: each header, which labels its cells in the stacked (narrow) form,
+#: and the class that sets how its cells wrap (page.css); page.js reads both from the
+#: header, so the rows it renders match these.
+COLUMNS = (
+    ("Partition", "name"),
+    ("Done / total", "num done"),
+    ("Dead letters", "num"),
+    ("Epoch", "num"),
+    ("In flight", "num"),
+    ("Watermark (UTC)", "when"),
+    ("Last commit (UTC)", "when"),
+    ("Attempt", "text"),
+    ("State", "state"),
+)
 
 
-def _when(iso: str | None) -> str:
-    """A commit time to the second; the full timestamp is its tooltip."""
-    if iso is None:
-        return "—"
-    return f'<span title="{escape(iso)}">{escape(iso[:19].replace("T", " "))}</span>'
+def _row(values: Iterable[str], extra: str = "") -> str:
+    cells = "".join(
+        f'<td class="{kind}" data-label="{label}">{value}</td>'
+        for (label, kind), value in zip(COLUMNS, values, strict=True)
+    )
+    return f"<tr{extra}>{cells}</tr>"
 
 
-def _ago(committed_at: str) -> str:
-    seconds = (datetime.now(UTC) - datetime.fromisoformat(committed_at)).total_seconds()
-    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
-        if seconds >= size:
-            return f"{seconds // size:.0f} {unit} ago"
-    return f"{max(seconds, 0):.0f} s ago"
-
-
-def _partition_row(p: PartitionView, running: bool) -> str:
-    return (
-        "<tr>"
-        f"<td>part {p.partition}</td>"
-        f"<td>{_count(p.done_rows)} / {_count(p.records_total)}"
-        f"{_bar(p.done_rows, p.records_total)}</td>"
-        f"<td>{_count(p.dead_letter_rows)}</td>"
-        f"<td>{p.epoch}</td>"
-        f"<td>{p.in_flight}</td>"
-        f"<td>{_watermark(p.watermark, p.watermark_utc)}</td>"
-        f"<td>{_when(p.committed_at)}</td>"
-        f"<td>{_text(p.attempt)}</td>"
-        f"<td>{_state(p, running)}</td>"
-        "</tr>"
+def _partition_row(p: PartitionView) -> str:
+    """One partition; a pending or corrupt one (no valid commit) has only its state."""
+    state = f'<span title="{escape(p.state_note)}">{escape(p.state)}</span>'
+    kind = f' class="{escape(p.state.replace(" ", "-"))}"'
+    if p.epoch is None:
+        return _row([f"part {p.partition}", *["—"] * 7, state], kind)
+    return _row(
+        [
+            f"part {p.partition}",
+            _done(p.done_rows, p.records_total),
+            _count(p.dead_letter_rows),
+            str(p.epoch),
+            str(p.in_flight),
+            _watermark(p.watermark, p.watermark_utc),
+            _moment(p.committed_at),
+            _text(p.attempt),
+            state,
+        ],
+        kind,
     )
 
 
@@ -118,16 +139,39 @@ def _discard_button(ns: NamespaceView, editable: bool) -> str:
 
 
 def _rows(ns: NamespaceView) -> str:
-    corrupt = "".join(
-        f'<tr><td>part {number}</td><td colspan="7" class="muted">no valid snapshot: every '
-        "manifest failed its checks; the next run starts this partition over</td>"
-        "<td>corrupt</td></tr>"
-        for number in ns.corrupt_partitions
-    )
     empty = "completed: output published" if ns.completed else "no committed snapshot yet"
-    return "".join(_partition_row(p, ns.running) for p in ns.partitions) + corrupt or (
-        f'<tr><td colspan="9" class="muted">{escape(ns.progress_note or empty)}</td></tr>'
+    return "".join(_partition_row(p) for p in ns.partitions) or (
+        f'<tr><td colspan="{len(COLUMNS)}" class="muted">'
+        f"{escape(ns.progress_note or empty)}</td></tr>"
     )
+
+
+def _footer(ns: NamespaceView) -> str:
+    t = ns.totals
+    return _row(
+        [
+            "total",
+            _done(t.done_rows, t.records_total),
+            _count(t.dead_letter_rows),
+            str(t.epoch),
+            str(t.in_flight),
+            _watermark(t.watermark, t.watermark_utc),
+            _moment(t.last_committed_at),
+            "",
+            "",
+        ]
+    )
+
+
+def _pace(ns: NamespaceView) -> str:
+    """Records/s and the ETA (page.js measures them), or that the run went silent."""
+    if ns.stalled is not None:
+        return (
+            f'<span class="pace stalled" title="{escape(ns.stalled.note)}">'
+            f"{escape(ns.stalled.text)}</span>"
+        )
+    text = "— rec/s · ETA —" if ns.running else ("completed" if ns.completed else "not running")
+    return f'<span class="pace">{text}</span>'
 
 
 def _pager(ns: NamespaceView) -> str:
@@ -148,7 +192,7 @@ def _pager(ns: NamespaceView) -> str:
 
 def _namespace_section(ns: NamespaceView, editable: bool) -> str:
     t = ns.totals
-    pace = "— rec/s · ETA —" if ns.running else ("completed" if ns.completed else "not running")
+    headers = "".join(f'<th class="{kind}">{label}</th>' for label, kind in COLUMNS)
     return f"""
 <section data-namespace="{escape(ns.label)}" data-detail="{escape(ns.links.detail)}"
   data-running="{str(ns.running).lower()}" data-done="{t.done_rows}"
@@ -159,23 +203,16 @@ def _namespace_section(ns: NamespaceView, editable: bool) -> str:
       <h2>{escape(ns.dag_id)} <span class="muted">/</span> {escape(ns.task_id)}
         <span class="muted">/</span> {escape(ns.interval_start)}</h2>
       <div class="muted"><span class="summary">{escape(t.summary)}</span> ·
-        <span class="pace">{pace}</span> · <span class="facts">{_facts(ns)}</span></div>
+        {_pace(ns)} · <span class="facts">{_facts(ns)}</span></div>
       <div class="muted cost">{_cost(t.cost)}</div>
     </div>
     <div>{_discard_button(ns, editable)} <span class="status muted"></span></div>
   </div>
   {_pager(ns)}
   <div class="scroll"><table>
-    <thead><tr><th>Partition</th><th>Done / total</th><th>Dead letters</th><th>Epoch</th>
-      <th>In flight</th><th>Watermark (UTC)</th><th>Last commit (UTC)</th><th>Attempt</th>
-      <th>State</th></tr></thead>
+    <thead><tr>{headers}</tr></thead>
     <tbody>{_rows(ns)}</tbody>
-    <tfoot><tr><td>total</td>
-      <td>{_count(t.done_rows)} / {_count(t.records_total)}
-        {_bar(t.done_rows, t.records_total)}</td>
-      <td>{_count(t.dead_letter_rows)}</td><td>{t.epoch}</td><td>{t.in_flight}</td>
-      <td>{_watermark(t.watermark, t.watermark_utc)}</td>
-      <td>{_when(t.last_committed_at)}</td><td></td><td></td></tr></tfoot>
+    <tfoot>{_footer(ns)}</tfoot>
   </table></div>
 </section>"""
 

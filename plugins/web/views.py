@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -24,15 +23,13 @@ from plugins.web.models import (
     LinksView,
     NamespaceView,
     PartitionPageView,
-    PartitionView,
+    StallView,
     TotalsView,
 )
+from plugins.web.partitions import partition_count, partition_page, utc
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
-from spark_jobs.snapshots.progress_record import (
-    PartitionEntry,
-    ProgressRecord,
-    ProgressRecordError,
-)
+from spark_jobs.snapshots.progress_record import ProgressRecord, ProgressRecordError
+from spark_jobs.snapshots.stall import Stall, stall_of
 from spark_jobs.summary import cost_report
 
 logger = logging.getLogger(__name__)
@@ -46,34 +43,6 @@ NO_RECORD = (
     "--progress-interval (runs of earlier versions of this package leave none; the next "
     "run of this task writes it)."
 )
-
-
-def _utc(ms: int | None) -> str | None:
-    if ms is None:
-        return None
-    try:
-        return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
-    except (OverflowError, OSError, ValueError):
-        return None
-
-
-def partition_view(p: PartitionEntry) -> PartitionView:
-    return PartitionView(
-        partition=p.partition,
-        epoch=p.epoch,
-        input_offset=p.input_offset,
-        records_total=p.records_total,
-        committed_rows=p.committed_rows,
-        dead_letter_rows=p.dead_letter_rows,
-        done_rows=p.done_rows,
-        in_flight=p.in_flight,
-        watermark=p.watermark,
-        watermark_utc=_utc(p.watermark),
-        committed_at=p.committed_at.isoformat(),
-        attempt=p.attempt,
-        finished=p.finished,
-        stats=p.stats,
-    )
 
 
 def _links(base: str, key: NamespaceKey) -> LinksView:
@@ -94,7 +63,7 @@ def _totals(record: ProgressRecord) -> TotalsView:
     watermark = record.watermark()
     last_commit = max((p.committed_at_ms for p in parts), default=None)
     return TotalsView(
-        partition_count=max(record.partition_count, parts[-1].partition + 1 if parts else 0),
+        partition_count=partition_count(record),
         partitions_reported=len(parts),
         partitions_finished=sum(1 for p in parts if p.finished),
         records_total=record.records_total,
@@ -104,8 +73,8 @@ def _totals(record: ProgressRecord) -> TotalsView:
         in_flight=record.in_flight,
         epoch=record.epoch,
         watermark=watermark,
-        watermark_utc=_utc(watermark),
-        last_committed_at=_utc(last_commit),
+        watermark_utc=utc(watermark),
+        last_committed_at=utc(last_commit),
         summary=record.describe(),
         cost=CostView(**cost_report(parts, None)),
     )
@@ -139,7 +108,7 @@ def _completed_totals(summary: dict[str, Any]) -> TotalsView:
         in_flight=0,
         epoch=0,
         watermark=watermark,
-        watermark_utc=_utc(watermark),
+        watermark_utc=utc(watermark),
         last_committed_at=None,
         summary=_spaced(
             f"completed: {enriched + dead:,} of {records:,} records ({dead:,} dead letters)"
@@ -189,7 +158,7 @@ def read_namespace(
     offset: int = 0,
     limit: int = PARTITIONS_PAGE,
 ) -> NamespaceView | None:
-    """The namespace with partitions ``offset`` to ``offset + limit`` of its record; ``base``
+    """The namespace with partitions ``offset`` to ``offset + limit`` of the job; ``base``
     is the path the app is mounted at (for links). None when nothing is stored under it.
     Once the run published, its snapshots are gone and its completion record speaks."""
     record, note = _progress(store, key)
@@ -202,7 +171,15 @@ def read_namespace(
         totals, note = _completed_totals(summary), None
     else:
         totals = _totals(record) if record is not None else _unknown_totals()
-    entries = record.partitions if record is not None else ()
+    now = time.time()
+    # A run holds a live lease while it works (lease.py): without one, a partition that
+    # is neither finished nor stopped by its budget was interrupted.
+    running = lease is not None and lease.expires_at > now
+    stall = stall_of(record, lease, now)
+    if record is not None:
+        partitions, page = partition_page(record, offset, limit, running, stall, now)
+    else:
+        partitions, page = [], PartitionPageView(offset=offset, limit=limit, total=0)
     return NamespaceView(
         dag_id=key.dag_id,
         task_id=key.task_id,
@@ -210,14 +187,19 @@ def read_namespace(
         totals=totals,
         completed=isinstance(summary, dict),
         corrupt_partitions=list(record.corrupt_partitions) if record is not None else [],
-        # A run holds a live lease while it works (lease.py): without one, a partition
-        # that is neither finished nor stopped by its budget was interrupted.
-        running=lease is not None and lease.expires_at > time.time(),
+        running=running,
+        stalled=_stall_view(stall),
         progress_note=note,
-        partitions=[partition_view(p) for p in entries[offset : offset + limit]],
-        partitions_page=PartitionPageView(offset=offset, limit=limit, total=len(entries)),
+        partitions=partitions,
+        partitions_page=page,
         links=_links(base, key),
     )
+
+
+def _stall_view(stall: Stall | None) -> StallView | None:
+    if stall is None:
+        return None
+    return StallView(silent_s=int(stall.silent_s), text=stall.describe(), note=stall.explain())
 
 
 def _stored(store: SnapshotStore, key: NamespaceKey) -> bool:

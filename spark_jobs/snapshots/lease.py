@@ -41,6 +41,8 @@ DEFAULT_TTL_S = 60.0
 _SETTLE_S = 0.5  # between writing a lease and reading it back
 #: Seconds between two "still waiting" lines while another run holds the namespace.
 WAIT_REPORT_S = 10.0
+#: The owner's heartbeat renews its lease this many times per TTL.
+RENEWALS_PER_TTL = 3
 
 
 class LeaseError(RuntimeError):
@@ -55,6 +57,14 @@ class Lease:
     owner: str
     expires_at: float
     renewed_at: float | None = None
+
+    @property
+    def renewal_interval(self) -> float | None:
+        """Seconds between two renewals by the owner's heartbeat, from the TTL the lease
+        was written with (None in a lease without ``renewed_at``)."""
+        if self.renewed_at is None:
+            return None
+        return (self.expires_at - self.renewed_at) / RENEWALS_PER_TTL
 
     def describe(self, now: float) -> str:
         """``last renewed 2026-11-24T10:55:03Z (4s ago), expires 2026-11-24T10:56:03Z (in
@@ -173,7 +183,8 @@ class NamespaceLease:
 
 
 class Heartbeat:
-    """Renews a lease from a daemon thread every third of its TTL until stopped.
+    """Renews a lease from a daemon thread every third of its TTL (:data:`RENEWALS_PER_TTL`)
+    until stopped.
 
     ``on_lost`` runs once, in that thread, if the lease was taken over: the caller stops
     its work there (the commit checks would stop it anyway, a little later).
@@ -195,7 +206,7 @@ class Heartbeat:
         self._thread.join()
 
     def _run(self) -> None:
-        while not self._stop.wait(self._lease.ttl_s / 3):
+        while not self._stop.wait(self._lease.ttl_s / RENEWALS_PER_TTL):
             try:
                 renewed = self._lease.renew()
             except OSError as error:  # storage hiccup: try again next beat

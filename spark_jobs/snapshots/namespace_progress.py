@@ -70,10 +70,12 @@ class ProgressFolder:
     """Keeps ``progress.json`` of one namespace current for the run ``run_id``.
 
     ``partition_count`` and ``records_total`` are the job's (the driver counted the
-    input); :meth:`refresh` reads what changed, writes the record and returns it. Used
-    from one thread at a time (the driver's progress thread, then the driver itself).
-    ``holds`` (the run's lease) is asked before each write: a run fenced off writes no
-    progress over its successor's.
+    input), ``intervals`` its ``--snapshot-interval`` and ``--progress-interval`` in
+    seconds (recorded, so a reader can tell a run that went silent: ``stall.py``);
+    :meth:`refresh` reads what changed, writes the record and returns it. Used from one
+    thread at a time (the driver's progress thread, then the driver itself). ``holds``
+    (the run's lease) is asked before each write: a run fenced off writes no progress
+    over its successor's.
     """
 
     def __init__(
@@ -84,9 +86,12 @@ class ProgressFolder:
         partition_count: int,
         records_total: int | None,
         holds: Callable[[], bool] = lambda: True,
+        intervals: tuple[float, float] | None = None,
     ) -> None:
         self.store, self.key, self.run_id, self.holds = store, key, run_id, holds
         self.partition_count, self.records_total = partition_count, records_total
+        ms: list[int | None] = [round(s * 1000) for s in intervals] if intervals else [None, None]
+        self._snapshot_ms, self._progress_ms = ms
         self._entries: dict[int, PartitionEntry] = {}
         self._corrupt: set[int] = set()
 
@@ -114,6 +119,8 @@ class ProgressFolder:
             records_total=self.records_total,
             partitions=tuple(self._entries[n] for n in sorted(self._entries)),
             corrupt_partitions=tuple(sorted(self._corrupt)),
+            snapshot_interval_ms=self._snapshot_ms,
+            progress_interval_ms=self._progress_ms,
         )
         if self.holds():
             self.store.write_progress_record(self.key, record)

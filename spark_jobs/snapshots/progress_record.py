@@ -18,7 +18,7 @@ reads it too.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from operator import attrgetter
@@ -152,16 +152,20 @@ _CHECKS: dict[str, Callable[[Any], bool]] = {
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(PartitionEntry))
 assert COLUMNS == tuple(_CHECKS), "every column has its check"
 _row = attrgetter(*COLUMNS)
-_EXPECTED = {
-    "format_version": "int",
-    "run_id": "str",
-    "written_at_ms": "int",
-    "partition_count": "int",
-    "records_total": "int or null",
-    "corrupt_partitions": "list",
-    "columns": f"the {len(COLUMNS)} column names of format {FORMAT_VERSION}",
-    "partitions": "list",
+#: The record's other fields: what each must be, and how an error says it.
+_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "run_id": (_text, "str"),
+    "written_at_ms": (_count, "int"),
+    "partition_count": (_count, "int"),
+    "records_total": (_optional(_count), "int or null"),
+    "corrupt_partitions": (lambda v: isinstance(v, list), "list"),
+    "snapshot_interval_ms": (_optional(_count), "int or null"),
+    "progress_interval_ms": (_optional(_count), "int or null"),
+    "columns": (lambda v: v == list(COLUMNS), f"the {len(COLUMNS)} column names"),
+    "partitions": (lambda v: isinstance(v, list), "list"),
 }
+#: Fields added after format 1 was first written: records of earlier versions lack them.
+_ADDED = ("snapshot_interval_ms", "progress_interval_ms")
 
 
 @dataclass(frozen=True)
@@ -169,7 +173,9 @@ class ProgressRecord:
     """Every partition's latest commit, folded into one document by the run ``run_id``.
 
     ``partition_count`` is the job's (partitions without a commit have no entry);
-    ``corrupt_partitions`` have manifest files but not one valid manifest.
+    ``corrupt_partitions`` have manifest files but not one valid manifest. The run's
+    ``--snapshot-interval`` and ``--progress-interval`` (milliseconds; None in records of
+    earlier versions) say how often a commit should show here: ``stall.py`` judges by them.
     """
 
     run_id: str
@@ -178,6 +184,8 @@ class ProgressRecord:
     records_total: int | None
     partitions: tuple[PartitionEntry, ...]
     corrupt_partitions: tuple[int, ...] = ()
+    snapshot_interval_ms: int | None = None
+    progress_interval_ms: int | None = None
 
     def __post_init__(self) -> None:
         numbers = [p.partition for p in self.partitions]
@@ -226,6 +234,8 @@ class ProgressRecord:
             "partition_count": self.partition_count,
             "records_total": self.records_total,
             "corrupt_partitions": list(self.corrupt_partitions),
+            "snapshot_interval_ms": self.snapshot_interval_ms,
+            "progress_interval_ms": self.progress_interval_ms,
             "columns": list(COLUMNS),
             "partitions": [_row(p) for p in self.partitions],
         }
@@ -251,6 +261,8 @@ class ProgressRecord:
             records_total=document["records_total"],
             partitions=tuple(_entry(index, row) for index, row in enumerate(rows)),
             corrupt_partitions=tuple(_corrupt(document["corrupt_partitions"])),
+            snapshot_interval_ms=document.get("snapshot_interval_ms"),
+            progress_interval_ms=document.get("progress_interval_ms"),
         )
 
 
@@ -262,19 +274,10 @@ def _check_document(document: Any) -> None:
         raise ProgressRecordError(
             f"format_version {version!r} is not {FORMAT_VERSION} (written by another version)"
         )
-    checks: Mapping[str, Callable[[Any], bool]] = {
-        "run_id": _text,
-        "written_at_ms": _count,
-        "partition_count": _count,
-        "records_total": _optional(_count),
-        "corrupt_partitions": lambda v: isinstance(v, list),
-        "columns": lambda v: v == list(COLUMNS),
-        "partitions": lambda v: isinstance(v, list),
-    }
-    for name, check in checks.items():
-        if name not in document or not check(document[name]):
+    for name, (check, expected) in _FIELDS.items():
+        if not (name in document or name in _ADDED) or not check(document.get(name)):
             got = repr(document.get(name, "nothing"))[:80]
-            raise ProgressRecordError(f"{name}: expected {_EXPECTED[name]} as written, got {got}")
+            raise ProgressRecordError(f"{name}: expected {expected} as written, got {got}")
 
 
 def _entry(index: int, row: Any) -> PartitionEntry:

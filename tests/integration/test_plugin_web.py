@@ -36,10 +36,11 @@ from urllib.parse import parse_qs, quote, urlsplit
 import httpx
 import pyarrow as pa
 import pytest
+from fsspec.implementations.local import LocalFileSystem
 
 from benchmarks.storage_requests import counted_requests, counting_url
 from plugins.web import URL_PREFIX, page_url
-from spark_jobs.snapshots import Manifest, NamespaceKey, SnapshotStore
+from spark_jobs.snapshots import Manifest, NamespaceKey, NamespaceLease, SnapshotStore
 from spark_jobs.snapshots.namespace_progress import ProgressFolder
 from spark_jobs.snapshots.progress_record import PartitionEntry, ProgressRecord
 
@@ -232,6 +233,16 @@ def _write_namespace(
     fold_progress(store, key)
 
 
+def done_cell(text: str) -> str:
+    """A done / total cell as the page writes it (the bar follows)."""
+    return f'data-label="Done / total"><span class="figures">{text}</span>'
+
+
+def state_cell(state: str) -> str:
+    """The end of a state cell (its tooltip before)."""
+    return f">{state}</span></td>"
+
+
 def _stop(process: subprocess.Popen) -> None:
     """SIGTERM the server's process group (it and its workers), SIGKILL if it lingers."""
     with contextlib.suppress(ProcessLookupError):
@@ -338,6 +349,10 @@ def _path(key: NamespaceKey, suffix: str = "") -> str:
 
 def _keys(namespaces: list[dict]) -> set[tuple[str, str, str]]:
     return {(n["dag_id"], n["task_id"], n["interval_start"]) for n in namespaces}
+
+
+def _as_tuple_of(namespace: dict) -> tuple[str, str, str]:
+    return (namespace["dag_id"], namespace["task_id"], namespace["interval_start"])
 
 
 def _as_tuple(key: NamespaceKey) -> tuple[str, str, str]:
@@ -458,12 +473,12 @@ def test_page_shows_partition_progress_from_the_browser_cookie(server: Server) -
     assert "<script src" not in page and "<link" not in page  # self-contained
     assert "Signed in as viewer" in page
     assert "part 0" in page and "part 1" in page
-    assert "<td>3 / 3" in page  # partition 0: done / total
-    assert "<td>3 / 7" in page  # partition 1
-    assert "<td>6 / 10" in page  # namespace total
+    assert done_cell("3 / 3") in page  # partition 0: done / total
+    assert done_cell("3 / 7") in page  # partition 1
+    assert done_cell("6 / 10") in page  # namespace total
     assert "epoch 2: 6 of 10 records committed, 2 in flight" in page
     assert "8 API calls made · saved: 1 by the response cache, 1 by sharing" in page
-    assert "<td>finished</td>" in page and "<td>budget spent</td>" in page
+    assert state_cell("finished") in page and state_cell("budget spent") in page
     assert "2025-11-20T00:00:00.000+00:00" in page  # combined watermark
     assert ">a1<" in page  # attempt
     assert INTERVAL in page
@@ -498,7 +513,7 @@ def test_a_completed_run_shows_the_totals_of_its_summary(server: Server) -> None
     totals = detail["totals"]
     assert (totals["done_rows"], totals["records_total"], totals["dead_letter_rows"]) == (10, 10, 1)
     page = server.call("viewer", "GET", f"{URL_PREFIX}/", 200, params={"task_id": key.task_id})
-    assert "<td>10 / 10" in page.text and "completed: output published" in page.text
+    assert done_cell("10 / 10") in page.text and "completed: output published" in page.text
 
 
 def test_a_run_holding_its_lease_before_its_first_commit_is_shown_running(server: Server) -> None:
@@ -573,8 +588,9 @@ def test_unset_snapshot_root_is_503(server: Server) -> None:
     server.call("viewer", "GET", f"{URL_PREFIX}/api/namespaces", 200)
 
 
-def ten_thousand_partitions(count: int = 10_000) -> ProgressRecord:
-    """A generated progress record, as the driver of a job of ``count`` partitions writes it."""
+def ten_thousand_partitions(count: int = 10_000, every: int = 1) -> ProgressRecord:
+    """A generated progress record, as the driver of a job of ``count`` partitions writes it
+    once every ``every``-th partition has committed."""
     entry = PartitionEntry(
         partition=0,
         epoch=40,
@@ -590,7 +606,9 @@ def ten_thousand_partitions(count: int = 10_000) -> ProgressRecord:
         requests_made=8_100,
         replayed=100,
     )
-    parts = tuple(replace(entry, partition=n, attempt=f"s1-t{n}-a0") for n in range(count))
+    parts = tuple(
+        replace(entry, partition=n, attempt=f"s1-t{n}-a0") for n in range(0, count, every)
+    )
     return ProgressRecord("run-big", 1_763_600_000_500, count, 100_000 * count, parts)
 
 
@@ -612,6 +630,96 @@ def test_a_progress_read_of_ten_thousand_partitions_is_two_requests(tmp_path: Pa
     assert view.totals.done_rows == 10_000 * 8_012
 
 
+def test_a_page_of_ten_thousand_partitions_lists_the_pending_ones_at_the_same_cost(
+    tmp_path: Path,
+) -> None:
+    """Half the partitions of a 10 000-partition job have committed: a page lists every
+    partition of its range, the missing ones as pending, from the same two requests; the
+    largest page the API allows renders with a second of CPU to spare."""
+    from plugins.web.page import render_page
+    from plugins.web.views import MAX_PARTITIONS_PAGE, read_namespace
+
+    record = ten_thousand_partitions(every=2)
+    SnapshotStore(str(tmp_path)).write_progress_record(BIG_KEY, record)
+    store = SnapshotStore(counting_url(tmp_path))
+    cpu = time.process_time()
+    with counted_requests() as requests:
+        view = read_namespace(store, BIG_KEY, URL_PREFIX, offset=9_000, limit=MAX_PARTITIONS_PAGE)
+    assert view is not None
+    html = render_page([view], filters={}, editable_dag_ids=set(), user_name="viewer")
+    cpu = time.process_time() - cpu
+    assert requests == {"GET-range": 1, "GET": 1}
+    assert cpu < 1.0, f"{cpu:.3f} s of CPU for 1 000 rows of a 10 000-partition job"
+    assert [p.partition for p in view.partitions] == list(range(9_000, 10_000))
+    states = [p.state for p in view.partitions]
+    assert set(states[0::2]) == {"interrupted"}  # no run holds the namespace
+    assert set(states[1::2]) == {"pending"} and "pending" not in states[0::2]
+    assert view.partitions_page.total == 10_000
+    assert (view.totals.partitions_reported, view.totals.partition_count) == (5_000, 10_000)
+    assert html.count('<tr class="pending">') == 500
+
+
+def test_every_partition_of_the_job_is_listed_the_uncommitted_ones_as_pending(
+    server: Server,
+) -> None:
+    """The driver records the job's partition count: partitions without a commit are rows
+    too, on the pages where their numbers fall."""
+    store = SnapshotStore(str(server.snapshot_root))
+    key = NamespaceKey(DAG, "pending_task", INTERVAL)
+    _write_namespace(store, key)
+    ProgressFolder(store, key, "run-0", partition_count=4, records_total=20).refresh()
+    detail = server.call("viewer", "GET", _path(key), 200).json()
+    assert [(p["partition"], p["state"]) for p in detail["partitions"]] == [
+        (0, "finished"),
+        (1, "budget spent"),
+        (2, "pending"),
+        (3, "pending"),
+    ]
+    pending = detail["partitions"][3]
+    assert (pending["epoch"], pending["committed_at"], pending["done_rows"]) == (None, None, 0)
+    assert detail["partitions_page"]["total"] == 4
+    assert (detail["totals"]["partitions_reported"], detail["totals"]["partition_count"]) == (2, 4)
+    second = server.call(
+        "viewer", "GET", _path(key), 200, params={"partitions_offset": 3, "partitions_limit": 2}
+    ).json()
+    assert [p["partition"] for p in second["partitions"]] == [3]
+    page = server.call("viewer", "GET", f"{URL_PREFIX}/", 200, params={"task_id": key.task_id})
+    assert page.text.count('<tr class="pending">') == 2 and '"Partition">part 3</td>' in page.text
+
+
+def test_a_silent_run_is_shown_stalled_before_its_lease_expires(server: Server) -> None:
+    """What a run killed 85 s after its last lease renewal leaves: a live lease (120 s TTL:
+    renewed every 40 s) and commits older still. Neither has arrived for over twice its
+    interval, and the lease has 35 s to go."""
+    store = SnapshotStore(str(server.snapshot_root))
+    key = NamespaceKey(DAG, "silent_task", INTERVAL)
+    renewed = time.time() - 85
+    path = store.namespace_path(key)
+    NamespaceLease(LocalFileSystem(), path, "run-big", 120, clock=lambda: renewed).acquire(0)
+    record = ten_thousand_partitions(count=4, every=2)
+    commits = tuple(
+        replace(p, committed_at_ms=int((renewed - 2) * 1000)) for p in record.partitions
+    )
+    store.write_progress_record(
+        key,
+        replace(record, partitions=commits, snapshot_interval_ms=500, progress_interval_ms=2000),
+    )
+    detail = server.call("viewer", "GET", _path(key), 200).json()
+    assert detail["running"] is True
+    silent = re.compile(r"no progress for (8[5-9]|9[0-9]|1[01][0-9]) s")
+    assert silent.fullmatch(detail["stalled"]["text"]), detail["stalled"]
+    assert "lease expires in" in detail["stalled"]["note"]
+    states = [p["state"] for p in detail["partitions"]]
+    assert states == ["stalled", "pending", "stalled", "pending"], states
+    assert silent.match(detail["partitions"][0]["state_note"])
+    page = server.call("viewer", "GET", f"{URL_PREFIX}/", 200, params={"task_id": key.task_id})
+    assert re.search(
+        r'<span class="pace stalled" title="[^"]+">no progress for \d+ s</span>', page.text
+    )
+    live = server.call("viewer", "GET", _path(LIVE_KEY), 200).json()
+    assert live["running"] is True and live["stalled"] is None, "renewed: not stalled"
+
+
 def test_a_namespace_of_ten_thousand_partitions_pages(server: Server) -> None:
     SnapshotStore(str(server.snapshot_root)).write_progress_record(
         BIG_KEY, ten_thousand_partitions()
@@ -629,7 +737,8 @@ def test_a_namespace_of_ten_thousand_partitions_pages(server: Server) -> None:
     assert [p["partition"] for p in first["partitions"]] == list(range(100))
     page = server.call("viewer", "GET", f"{URL_PREFIX}/", 200, params={"task_id": "big_task"})
     assert "partitions 1–100 of 10\u202f000" in page.text
-    assert "<td>part 99</td>" in page.text and "<td>part 100</td>" not in page.text
+    assert '"Partition">part 99</td>' in page.text
+    assert '"Partition">part 100</td>' not in page.text
     too_many = {"partitions_limit": 10**6}
     server.call("viewer", "GET", _path(BIG_KEY), 422, params=too_many)
 
@@ -682,7 +791,8 @@ def test_the_list_pages(server: Server) -> None:
         ).json()
         for i in range(len(everything))
     ]
-    assert [page[0] for page in pages] == everything
+    # (the same namespaces in the same order; ages in their texts move on meanwhile)
+    assert [_as_tuple_of(page[0]) for page in pages] == [_as_tuple_of(n) for n in everything]
     server.call("admin", "GET", f"{URL_PREFIX}/api/namespaces", 422, params={"limit": 10**6})
 
 
@@ -702,21 +812,28 @@ def test_a_discard_from_another_site_is_refused(server: Server) -> None:
 def test_a_partition_whose_manifests_are_all_corrupt_is_shown_as_such(server: Server) -> None:
     detail = server.call("viewer", "GET", _path(CORRUPT_KEY), 200).json()
     assert detail["corrupt_partitions"] == [1]
-    assert [p["partition"] for p in detail["partitions"]] == [0]
+    assert [(p["partition"], p["state"]) for p in detail["partitions"]] == [
+        (0, "finished"),
+        (1, "corrupt"),
+    ]
+    assert detail["partitions"][1]["state_note"].startswith("no valid snapshot")
     page = server.call(
         "viewer", "GET", f"{URL_PREFIX}/", 200, params={"dag_id": DAG, "task_id": "corrupt_task"}
     ).text
-    assert "<td>part 1</td>" in page and "<td>corrupt</td>" in page
+    assert '"Partition">part 1</td>' in page and state_cell("corrupt") in page
 
 
 def test_the_page_tells_a_running_partition_from_an_interrupted_one(server: Server) -> None:
     """Unfinished partitions of a namespace whose run holds its lease are running; with no
     live lease (the run crashed) they are interrupted, with the time of their last commit."""
     live = server.call("viewer", "GET", f"{URL_PREFIX}/", 200, params={"task_id": "live_task"})
-    assert "<td>running</td>" in live.text and "<td>interrupted" not in live.text
+    assert state_cell("running") in live.text and ">interrupted" not in live.text
     stopped = server.call(
         "viewer", "GET", f"{URL_PREFIX}/", 200, params={"task_id": "stopped_task"}
     )
-    assert re.search(r"<td>interrupted \(last commit \d+ (s|min) ago\)</td>", stopped.text)
+    assert re.search(
+        r'title="interrupted: last commit \d+ (s|min) ago; [^"]+">interrupted</span></td>',
+        stopped.text,
+    )
     assert server.call("viewer", "GET", _path(STOPPED_KEY), 200).json()["running"] is False
     assert server.call("viewer", "GET", _path(LIVE_KEY), 200).json()["running"] is True

@@ -16,7 +16,6 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -38,25 +37,13 @@ from .airflow_support import (
     trigger,
     write_day,
 )
+from .browser_support import ARTIFACTS, launch_chromium, sync_api
 from .test_plugin_web import _write_namespace, ten_thousand_partitions
 
-sync_api = pytest.importorskip("playwright.sync_api")
 expect = sync_api.expect
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "tmp" / "artifacts"
-SYSTEM_CHROMIUM = Path("/usr/bin/chromium")  # Debian's package `chromium`
-CHROMIUM_FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 #: Bound of a wait that needs Spark or the scheduler (a busy machine is slow, not broken).
 SLOW_MS = 300_000
 #: How long a page is given to show a state before it is reloaded (Airflow's UI renders
@@ -90,25 +77,11 @@ TEAM_ENV = {
 SETUP = (("teams", "sync"), ("teams", "create", "others"))
 
 
-def _launch(playwright):
-    """Playwright's own Chromium where it was downloaded, else the system's."""
-    try:
-        return playwright.chromium.launch(args=CHROMIUM_FLAGS)
-    except sync_api.Error as own:
-        if not SYSTEM_CHROMIUM.exists():
-            pytest.skip(
-                "no browser: Playwright's Chromium is not installed (python -m playwright "
-                f"install chromium: {str(own).splitlines()[0]}) and {SYSTEM_CHROMIUM} "
-                "(Debian package chromium) is missing"
-            )
-        return playwright.chromium.launch(executable_path=str(SYSTEM_CHROMIUM), args=CHROMIUM_FLAGS)
-
-
 @pytest.fixture(scope="module")
 def chromium():
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_api.sync_playwright() as playwright:
-        browser = _launch(playwright)
+        browser = launch_chromium(playwright)
         yield browser
         browser.close()
 
