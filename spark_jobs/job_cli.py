@@ -22,6 +22,7 @@ from spark_jobs.defaults import (
 from spark_jobs.enrichers import HttpEnricherConfig
 from spark_jobs.http_options import ATTEMPT_DEADLINE_SHARES
 from spark_jobs.job_spec import QUEUE_FACTOR, JobSpec
+from spark_jobs.snapshots.lease import MAX_TTL_S
 from spark_jobs.spec_sources import HTTP_FLAGS, merge_options
 
 
@@ -209,12 +210,16 @@ def _add_run_options(add: _Options) -> None:
     add("--progress-interval", type=float, help="seconds between progress lines")
     add("--snapshot-max-rows", type=int, help="cut a snapshot when this many outputs wait")
     add("--keep-snapshots", action="store_true", help="keep the namespace after success")
-    add("--run-id", help="name of this run in the summary (default: random)")
+    add(
+        "--run-id",
+        help="name of this run in the summary: one path component of letters, digits and "
+        "_ - . : + (default: random)",
+    )
     add(
         "--lease-ttl",
         type=float,
         help="seconds a run's hold on its snapshot namespace lasts unless renewed; another "
-        "run takes it over after that",
+        f"run takes it over after that (at most {MAX_TTL_S:g})",
     )
     add(
         "--lease-wait",
