@@ -182,11 +182,14 @@ def _add_call_options(add: _Options) -> None:
         "or longer than this percentile of recent latencies, e.g. p95; first answer wins "
         "(default: off)",
     )
-    add(
-        "--cache-dir",
-        help="response cache across runs (local path or any fsspec URL; default: off)",
-    )
+    add("--cache-dir", help="response cache across runs (a path or fsspec URL; default: off)")
     add("--cache-ttl", help="how long cached answers are used: 3600, 15m, 12h, 7d")
+    add(
+        "--cache-key-env",
+        metavar="VAR",
+        help="environment variable (read on the executors) with the key that signs the "
+        "cache's entries; when unset, a key derived from the API's secrets",
+    )
     add("--cost-per-request", type=float, help="price of one call, for the summary's estimate")
     add(
         "--max-requests",

@@ -88,6 +88,8 @@ class JobSpec:
     """Response cache across runs (any fsspec URL); off when None."""
     cache_ttl: str = defaults.CACHE_TTL
     """How long a cached answer is used: seconds, or a number with s, m, h or d."""
+    cache_key_env: str = defaults.CACHE_KEY_ENV
+    """Environment variable with the key that signs cache entries (``cache_scope.py``)."""
     cost_per_request: float | None = None
     """Price of one API call, for the estimated cost in the summary."""
     max_requests: int | None = None
