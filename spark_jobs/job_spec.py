@@ -27,6 +27,7 @@ from spark_jobs.option_values import SpecError, check, parse_duration, parse_res
 from spark_jobs.path_overlap import check_separate_paths
 from spark_jobs.run_failures import check_failure_options
 from spark_jobs.run_options import check_run_options
+from spark_jobs.snapshots.paths import MAX_PARTITIONS
 
 # With the HTTP enricher the operator's queue holds this many times ``capacity``: records
 # finished behind a slow one (ordered mode, a Retry-After, a stall) keep waiting for their
@@ -143,6 +144,7 @@ class JobSpec:
         for name in ("timeout", "snapshot_interval", "progress_interval"):
             check(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)!r}")
         check(self.max_out_of_orderness >= 0, "max_out_of_orderness", "must be >= 0")
+        check(self.partitions <= MAX_PARTITIONS, "partitions", f"at most {MAX_PARTITIONS}")
         check_run_options(self)
 
     def _check_enrichment(self) -> None:

@@ -26,6 +26,10 @@ from .manifest import BODY_KEYS, FORMAT_VERSION, Manifest, SegmentRef
 from .paths import COMMIT_NAME, COMMIT_PATH, basename, encode_component
 from .segments import sha256_hex
 
+#: The largest commit file a reader reads (checked from the listing, and by a bounded
+#: read); the writer never writes a larger one (``oversized.py``). A commit holds one
+#: cut's rows and a header of at most ``MAX_DOCUMENT_BYTES``.
+MAX_COMMIT_BYTES = 256 * 2**20
 _MAGIC = b"ENRSNAP"
 _FOOTER = struct.Struct(f">Q{len(_MAGIC)}sB")
 _HEADER_KEYS = BODY_KEYS | {"base"}
