@@ -9,6 +9,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,9 +22,11 @@ from spark_jobs.snapshots import (
     ManifestError,
     NamespaceKey,
     SnapshotStore,
+    commit_file,
     format1,
     reader,
 )
+from spark_jobs.snapshots import writer as writer_module
 from spark_jobs.snapshots.documents import CHECKSUM_KEY, canonical
 from spark_jobs.snapshots.namespace_progress import ProgressFolder
 from spark_jobs.snapshots.paths import MAX_PARTITIONS, manifest_name
@@ -191,3 +194,41 @@ def test_a_completion_record_with_costs_that_are_not_numbers_is_corrupt(tmp_path
     assert store.read_completed(KEY) is None  # resume and the reporter: as if absent
     store.mark_completed(KEY, {"summary": {"records_in": 3, "cost": {"estimated_cost": 0.25}}})
     assert store.completion_record(KEY)["summary"]["cost"] == {"estimated_cost": 0.25}
+
+
+def test_a_cut_too_large_to_sit_inline_is_written_as_a_base_its_reader_accepts(
+    tmp_path, monkeypatch
+):
+    """The writer never writes a commit over the reader's limit: rows that would make one
+    go to segment files, and the commit is a base (no inline rows)."""
+    limit = 64 * 2**10
+    monkeypatch.setattr(writer_module, "MAX_COMMIT_BYTES", limit)
+    monkeypatch.setattr(reader, "MAX_COMMIT_BYTES", limit)
+    store = SnapshotStore(str(tmp_path))
+    part = store.partition(KEY, 0)
+    writer = part.writer("a1")
+    first = writer.commit(Manifest("fp", 0, 0, 1, "a1", stats=STATS), [])
+    small = pa.table({"id": ["a"] * 10})
+    second = writer.commit(
+        first.advance(attempt="a1", input_offset=2, pending=[]), [("results", small)]
+    )
+    large = pa.table({"id": [os.urandom(500).hex() for _ in range(200)]})  # 200 KB, random
+    third = writer.commit(
+        second.advance(attempt="a1", input_offset=3, pending=[]), [("results", large)]
+    )
+    assert all(p.stat().st_size <= limit for p in Path(part.path, "commits").iterdir())
+    assert not any(ref.inline for ref in third.segments)  # a base: rows in segment files
+    assert part.latest() == third and third.committed_rows == 210
+    assert sum(t.num_rows for _, t in part.read_segments(third)) == 210
+
+
+def test_a_header_over_the_readers_limit_is_never_written(tmp_path, monkeypatch):
+    store = SnapshotStore(str(tmp_path))
+    part = store.partition(KEY, 0)
+    writer = part.writer("a1")
+    first = writer.commit(Manifest("fp", 0, 0, 1, "a1", stats=STATS), [])
+    monkeypatch.setattr(commit_file, "MAX_DOCUMENT_BYTES", 8192)
+    pending = [{"record": i, "attempts": 1, "value": {"v": "z" * 1000}} for i in range(20)]
+    with pytest.raises(commit_file.CommitTooLargeError, match="over the reader's limit of 8192"):
+        writer.commit(first.advance(attempt="a1", input_offset=2, pending=pending), [])
+    assert part.latest() == first and len(list(Path(part.path, "commits").iterdir())) == 1
