@@ -256,13 +256,28 @@ class ResponseCache:
             logger.warning("response cache: could not write %s: %s", self.directory, error)
 
     def write(self, answers: Answers) -> None:
-        """Write ``answers`` as one new immutable file (none when empty)."""
+        """Write ``answers`` as new immutable files (one unless they are many MiB; none
+        when empty)."""
         if answers:
-            self._write_file(answers)
+            self.files_written += self._write_file(answers)
             self.stored += len(answers)
-            self.files_written += 1
 
-    def _write_file(self, answers: Answers) -> None:
+    def _write_file(self, answers: Answers) -> int:
+        """Write ``answers`` in files a reader accepts (rows of at most half of
+        ``MAX_FILE_BYTES``: a merge or a busy cut could hold more); returns how many."""
+        chunks: list[list[str]] = [[]]
+        size = 0
+        for key, (_, payload) in answers.items():
+            if chunks[-1] and size + len(payload) > MAX_FILE_BYTES // 2:
+                chunks.append([])
+                size = 0
+            chunks[-1].append(key)
+            size += len(payload) + len(key) + 64
+        for keys in chunks:
+            self._write_chunk({key: answers[key] for key in keys})
+        return len(chunks)
+
+    def _write_chunk(self, answers: Answers) -> None:
         keys = list(answers)
         times = [answers[k][0] for k in keys]
         payloads = [answers[k][1] for k in keys]

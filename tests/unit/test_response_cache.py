@@ -288,3 +288,20 @@ def test_without_a_key_or_a_secret_the_cache_is_refused(monkeypatch):
     monkeypatch.setenv("NO_SUCH_CACHE_KEY", "a random key")
     assert signing_key("NO_SUCH_CACHE_KEY", []) not in (derived, b"a random key")
     assert "a random key" not in repr(scope_of(signing_key("NO_SUCH_CACHE_KEY", []), {}, []))
+
+
+def test_many_answers_are_written_in_files_a_reader_accepts(tmp_path, monkeypatch):
+    """A busy cut or a merge could otherwise write a file over the size its reader takes."""
+    monkeypatch.setattr(response_cache, "MAX_FILE_BYTES", 8_000)
+    clock = Clock()
+    writer = cache(tmp_path, clock)
+    for n in range(8):
+        writer.put("GET", f"{URL}/{n}", None, bytes([65 + n]) * 1_000)
+    writer.flush()
+    files = list(tmp_path.rglob("*.parquet"))
+    assert writer.files_written == len(files) > 1
+    reader = cache(tmp_path, clock)
+    assert reader.skipped_corrupt == 0
+    assert [reader.get("GET", f"{URL}/{n}", None) for n in range(8)] == [
+        bytes([65 + n]) * 1_000 for n in range(8)
+    ]
