@@ -211,7 +211,8 @@ class ResponseCache:
             return False
         if not 0 < stored_at <= now + CLOCK_SKEW_S or len(payload) > self.max_entry_bytes:
             return False
-        return hmac.compare_digest(check, self._check(key, stored_at, payload))
+        expected = self._check(key, stored_at, payload)
+        return hmac.compare_digest(check.encode(), expected.encode())  # any text compares
 
     def _check(self, key: str, stored_at: float, payload: bytes) -> str:
         return self.scope.sign(key.encode(), repr(stored_at).encode(), payload)

@@ -200,6 +200,8 @@ def test_an_entry_with_the_old_unkeyed_check_or_another_key_is_never_served(tmp_
     rewrite(path, check=[signed_elsewhere.sign(key.encode(), repr(at).encode(), forged)])
     reader = cache(tmp_path, clock)
     assert reader.get("GET", URL, None) is None and reader.skipped_corrupt == 1
+    rewrite(path, check=["é" * 64])  # not even ASCII
+    assert cache(tmp_path, clock).skipped_corrupt == 1
 
 
 def test_an_entry_stored_in_the_future_is_refused_even_when_signed(tmp_path):
