@@ -43,6 +43,9 @@ send, halve the concurrency). 10 of 100: random 429s of 2 % of calls reach it wi
 probability of 3e-5 per window (binomial), a rate above a limit at once."""
 SNAPSHOT_INTERVAL_S = 10.0
 CACHE_TTL = "1d"
+CACHE_KEY_ENV = "ENRICHMENT_CACHE_KEY"
+"""The environment variable holding the key that signs the response cache's entries
+(``spark_jobs/cache_scope.py``); without it the key is derived from the API's secrets."""
 MAX_RESPONSE_BYTES = 10 * 2**20
 FOLLOW_REDIRECTS: RedirectPolicy = "none"
 """aiohttp follows redirects to any host and keeps custom secret headers (``X-Api-Key``)

@@ -22,6 +22,7 @@ from spark_jobs.defaults import (
 from spark_jobs.enrichers import HttpEnricherConfig
 from spark_jobs.http_options import ATTEMPT_DEADLINE_SHARES
 from spark_jobs.job_spec import QUEUE_FACTOR, JobSpec
+from spark_jobs.snapshots.lease import MAX_TTL_S
 from spark_jobs.spec_sources import HTTP_FLAGS, merge_options
 
 
@@ -181,11 +182,14 @@ def _add_call_options(add: _Options) -> None:
         "or longer than this percentile of recent latencies, e.g. p95; first answer wins "
         "(default: off)",
     )
-    add(
-        "--cache-dir",
-        help="response cache across runs (local path or any fsspec URL; default: off)",
-    )
+    add("--cache-dir", help="response cache across runs (a path or fsspec URL; default: off)")
     add("--cache-ttl", help="how long cached answers are used: 3600, 15m, 12h, 7d")
+    add(
+        "--cache-key-env",
+        metavar="VAR",
+        help="environment variable (read on the executors) with the key that signs the "
+        "cache's entries; when unset, a key derived from the API's secrets",
+    )
     add("--cost-per-request", type=float, help="price of one call, for the summary's estimate")
     add(
         "--max-requests",
@@ -209,12 +213,16 @@ def _add_run_options(add: _Options) -> None:
     add("--progress-interval", type=float, help="seconds between progress lines")
     add("--snapshot-max-rows", type=int, help="cut a snapshot when this many outputs wait")
     add("--keep-snapshots", action="store_true", help="keep the namespace after success")
-    add("--run-id", help="name of this run in the summary (default: random)")
+    add(
+        "--run-id",
+        help="name of this run in the summary: one path component of letters, digits and "
+        "_ - . : + (default: random)",
+    )
     add(
         "--lease-ttl",
         type=float,
         help="seconds a run's hold on its snapshot namespace lasts unless renewed; another "
-        "run takes it over after that",
+        f"run takes it over after that (at most {MAX_TTL_S:g})",
     )
     add(
         "--lease-wait",

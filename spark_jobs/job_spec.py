@@ -24,7 +24,10 @@ from spark_jobs.enrichers.validation import IDENTITY
 from spark_jobs.http_options import http_config
 from spark_jobs.input_options import check_input_options, key_column_value
 from spark_jobs.option_values import SpecError, check, parse_duration, parse_response_field
+from spark_jobs.path_overlap import check_separate_paths
 from spark_jobs.run_failures import check_failure_options
+from spark_jobs.run_options import check_run_options
+from spark_jobs.snapshots.paths import MAX_PARTITIONS
 
 # With the HTTP enricher the operator's queue holds this many times ``capacity``: records
 # finished behind a slow one (ordered mode, a Retry-After, a stall) keep waiting for their
@@ -86,6 +89,8 @@ class JobSpec:
     """Response cache across runs (any fsspec URL); off when None."""
     cache_ttl: str = defaults.CACHE_TTL
     """How long a cached answer is used: seconds, or a number with s, m, h or d."""
+    cache_key_env: str = defaults.CACHE_KEY_ENV
+    """Environment variable with the key that signs cache entries (``cache_scope.py``)."""
     cost_per_request: float | None = None
     """Price of one API call, for the estimated cost in the summary."""
     max_requests: int | None = None
@@ -136,9 +141,11 @@ class JobSpec:
                 name,
                 f"must be a positive integer, got {value!r}",
             )
-        for name in ("timeout", "snapshot_interval", "progress_interval", "lease_ttl"):
+        for name in ("timeout", "snapshot_interval", "progress_interval"):
             check(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)!r}")
         check(self.max_out_of_orderness >= 0, "max_out_of_orderness", "must be >= 0")
+        check(self.partitions <= MAX_PARTITIONS, "partitions", f"at most {MAX_PARTITIONS}")
+        check_run_options(self)
 
     def _check_enrichment(self) -> None:
         calls_http = bool(self.url_template or self._batching)
@@ -174,7 +181,10 @@ class JobSpec:
             raise SpecError(f"http: {error}") from None
 
     def check_driver_files(self) -> None:
-        """Files only the driver reads (executors get the spec too, without them)."""
+        """Files only the driver reads (executors get the spec too, without them), and
+        paths that must not overlap (``path_overlap.py``), before any data moves."""
+        others = {"input": self.input, "snapshot_dir": self.snapshot_dir}
+        check_separate_paths(self.output, {**others, "cache_dir": self.cache_dir})
         if self.ship_env is None:
             return
         check(

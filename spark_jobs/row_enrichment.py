@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from spark_jobs.cache_scope import read_cache_scope
 from spark_jobs.enrichers import HttpEnricher, PermanentError, RequestBudget, open_user_function
 from spark_jobs.enrichers.dedup import LruCache
 from spark_jobs.enrichers.json_paths import CONVERTERS, compile_path, extract
@@ -105,11 +106,20 @@ async def open_row_enrichment(
         return
     stored = None
     if spec.cache_dir:
+        config = spec.http_config()
+        scope = read_cache_scope(
+            spec.cache_key_env,
+            config.headers,
+            config.token_env,
+            config.token_file,
+            config.secret_headers,
+        )
         stored = ResponseCache(
             spec.cache_dir,
             partition=partition,
             partitions=spec.partitions,
             ttl_s=parse_duration(spec.cache_ttl),
+            scope=scope,
         )
         await asyncio.to_thread(stored.load)
     try:

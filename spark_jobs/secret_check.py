@@ -2,7 +2,9 @@
 
 The executors read the secrets (``token_env``, ``secret_headers``) where their HTTP
 sessions open; a missing one used to surface there, as a task failure after Spark had
-started. The driver checks the names first and fails in a second, naming the option.
+started. The driver checks the names first and fails in a second, naming the option;
+so too the response cache's key (``--cache-key-env``) when the API has no secret to
+derive one from (``cache_scope.py``).
 
 Where the driver's environment is not the executors' (a cluster), a variable is also
 accepted when the Spark configuration hands it to the executors:
@@ -35,6 +37,16 @@ def check_secrets(spec: JobSpec) -> None:
         )
     except SecretError as error:
         raise SpecError(f"http.{error}") from None
+    has_secret = config.token_env or config.token_file or config.secret_headers
+    if spec.cache_dir and not has_secret:  # the key cannot be derived: it must be given
+        try:
+            check_secret_variables([("cache_key_env", spec.cache_key_env)], _in_spark_conf)
+        except SecretError as error:
+            raise SpecError(
+                f"--cache-dir: {error}, and the API has no secret to derive a key from: "
+                "set it to a random value only this deployment knows (the cache's entries "
+                "are signed with it)"
+            ) from None
 
 
 def _in_spark_conf(variable: str) -> bool:

@@ -27,7 +27,7 @@ from plugins.web.models import (
     TotalsView,
 )
 from plugins.web.partitions import partition_count, partition_page, utc
-from spark_jobs.snapshots import NamespaceKey, SnapshotStore
+from spark_jobs.snapshots import ManifestError, NamespaceKey, SnapshotStore
 from spark_jobs.snapshots.progress_record import ProgressRecord, ProgressRecordError
 from spark_jobs.snapshots.stall import Stall, stall_of
 from spark_jobs.summary import cost_report
@@ -151,6 +151,18 @@ def _progress(store: SnapshotStore, key: NamespaceKey) -> tuple[ProgressRecord |
     return record, None if record is not None else NO_RECORD
 
 
+def _completion(
+    store: SnapshotStore, key: NamespaceKey
+) -> tuple[dict[str, Any] | None, str | None]:
+    """The completion record, or None and why it cannot be shown (a crafted one, with
+    counts that are not numbers, shows the namespace as corrupt, never a 500)."""
+    try:
+        return store.completion_record(key), None
+    except ManifestError as error:
+        logger.warning("unreadable completion record of %s: %s", key, error)
+        return None, f"The completion record is corrupt ({error}); discard the namespace."
+
+
 def read_namespace(
     store: SnapshotStore,
     key: NamespaceKey,
@@ -162,11 +174,13 @@ def read_namespace(
     is the path the app is mounted at (for links). None when nothing is stored under it.
     Once the run published, its snapshots are gone and its completion record speaks."""
     record, note = _progress(store, key)
-    completed = store.read_completed(key) if record is None else None
+    completed, unreadable = _completion(store, key) if record is None else (None, None)
+    note = unreadable or note
     summary = completed.get("summary") if completed else None
     lease = store.lease(key, owner="").read()
-    if record is None and completed is None and lease is None and not _stored(store, key):
-        return None
+    if record is None and completed is None and lease is None and unreadable is None:
+        if not _stored(store, key):
+            return None
     if isinstance(summary, dict):
         totals, note = _completed_totals(summary), None
     else:

@@ -56,7 +56,13 @@ class WatermarkStatus(enum.Enum):
     IDLE = "idle"
 
 
+#: The longest ``error`` text: failures wait in the queue, and so in its snapshots.
+MAX_ERROR_CHARS = 2_000
+
+
 def describe_error(error: BaseException) -> str:
-    """Render an exception as the ``error`` text of a :class:`Failure`."""
+    """Render an exception as the ``error`` text of a :class:`Failure`, cut to
+    :data:`MAX_ERROR_CHARS` (a user's function may raise with any message)."""
     message = str(error)
-    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+    text = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"

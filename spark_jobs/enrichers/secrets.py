@@ -70,6 +70,19 @@ def read_token(token_env: str | None, token_file: str | None) -> Secret | None:
     return None
 
 
+def read_sent_secrets(
+    token_env: str | None, token_file: str | None, secret_headers: Mapping[str, str]
+) -> list[tuple[str, Secret]]:
+    """``(header, secret)`` for every secret a config sends: the bearer token first (as
+    ``Authorization``, without its ``Bearer`` prefix), then each ``secret_headers`` value.
+    Read on the executor, by the session and by the response cache's scope."""
+    token = read_token(token_env, token_file)
+    sent = [("Authorization", token)] if token is not None else []
+    for name, variable in secret_headers.items():
+        sent.append((name, read_env_secret(variable, f"secret_headers.{name}")))
+    return sent
+
+
 def read_env_secret(variable: str, option: str) -> Secret:
     """The secret in environment variable ``variable``; ``option`` is the config option
     that named it (``token_env``, ``secret_headers.X-Api-Key``), for the message."""

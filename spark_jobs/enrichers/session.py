@@ -7,7 +7,7 @@ import aiohttp
 
 from .attempt import ACCEPT_ENCODING
 from .config import HttpEnricherConfig
-from .secrets import Secret, read_env_secret, read_token
+from .secrets import Secret, read_sent_secrets
 
 _DNS_CACHE_S = 300
 _KEEPALIVE_S = 30.0
@@ -16,16 +16,12 @@ _KEEPALIVE_S = 30.0
 def open_session(config: HttpEnricherConfig) -> tuple[aiohttp.ClientSession, list[Secret]]:
     """A session for ``config`` and the secrets it sends (the bearer token first, if
     any), which every message must redact. Secrets are read here, on the executor."""
-    secrets: list[Secret] = []
     headers = dict(config.headers)
-    token = read_token(config.token_env, config.token_file)
-    if token is not None:
-        secrets.append(token)
-        headers["Authorization"] = f"Bearer {token.reveal()}"
-    for name, variable in config.secret_headers.items():
-        secret = read_env_secret(variable, f"secret_headers.{name}")
-        secrets.append(secret)
-        headers[name] = secret.reveal()
+    sent = read_sent_secrets(config.token_env, config.token_file, config.secret_headers)
+    for name, secret in sent:  # secret_headers never name Authorization (validation.py)
+        bearer = name == "Authorization"
+        headers[name] = f"Bearer {secret.reveal()}" if bearer else secret.reveal()
+    secrets = [secret for _, secret in sent]
     if config.body_template is not None or config.batch is not None:
         headers.setdefault("Content-Type", "application/json")
     headers["Accept-Encoding"] = ACCEPT_ENCODING  # what attempt.py can decode

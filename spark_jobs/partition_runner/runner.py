@@ -46,6 +46,7 @@ from .input import (
     with_watermarks,
 )
 from .outage import ApiOutageError, OutageDetector, retry_transient
+from .oversized import bounded
 from .paid import PaidAnswers
 from .replay import pending_outcomes, replay
 from .stats import RunStats
@@ -185,7 +186,7 @@ class _Attempt:
                 return enrichment.call(self.inputs[index])
 
             self.operator = AsyncWaitOperator(
-                self.budget.guard(call),
+                self.budget.guard(bounded(call, spec.operator_capacity)),
                 mode=spec.mode,
                 capacity=spec.operator_capacity,
                 call_capacity=spec.operator_call_capacity,

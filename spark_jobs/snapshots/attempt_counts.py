@@ -35,6 +35,8 @@ from .storage import list_entries, write_atomically
 logger = logging.getLogger(__name__)
 
 ATTEMPTS_DIR = "attempts"
+#: An attempt record is a few hundred bytes: larger ones count as unreadable, unread.
+MAX_RECORD_BYTES = 64 * 2**10
 _NAME = re.compile(r"part-\d{5,}-(?:[A-Za-z0-9_.-]|%3A|%2B)+-[0-9a-f]{8}\.json")
 
 
@@ -109,13 +111,16 @@ class AttemptLedger:
 
     def read(self) -> LedgerReading:
         """All records, in one listing and one batched read."""
-        paths = [
-            entry["name"]
+        entries = [
+            entry
             for entry in list_entries(self._fs, self._directory)
             if entry.get("type") == "file" and _NAME.fullmatch(basename(entry["name"]))
         ]
+        paths = [e["name"] for e in entries if _small(e.get("size"))]
+        for skipped in {e["name"] for e in entries} - set(paths):
+            logger.warning("attempt record %s: over %d bytes, not read", skipped, MAX_RECORD_BYTES)
         contents = self._fs.cat(paths, on_error="return") if paths else {}
-        records, unreadable = [], 0
+        records, unreadable = [], len(entries) - len(paths)
         for path, content in sorted(contents.items()):
             try:
                 if isinstance(content, BaseException):
@@ -140,3 +145,7 @@ class AttemptRecorder:
     def write(self, counters: Mapping[str, int], *, final: bool) -> None:
         counts = AttemptCounts(self.partition, self.attempt, self.run_id, counters, final)
         self.ledger.write(self.name, counts)
+
+
+def _small(size: object) -> bool:
+    return isinstance(size, int) and size <= MAX_RECORD_BYTES

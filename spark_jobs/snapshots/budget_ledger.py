@@ -38,6 +38,7 @@ from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
+from .documents import read_document
 from .paths import basename, encode_component
 from .storage import list_entries, write_new_file
 
@@ -45,6 +46,7 @@ logger = logging.getLogger(__name__)
 
 BUDGET_DIR = "budget"
 _RETURNED = re.compile(r"left-([0-9a-f]{8})")
+_OFFER_BYTES = 1024  # {"requests": N}: larger files are refused unread
 CHUNKS_PER_SLOT = 8
 """Chunks per task slot: enough that a skewed partition keeps claiming while others
 finish, few enough that a claim (one storage request) is rare."""
@@ -136,8 +138,9 @@ class BudgetLedger:
         """The requests a ``left-`` file offers; 0 for one that cannot be read (its
         requests go unspent rather than risk spending more than the budget)."""
         try:
-            requests = json.loads(self._fs.cat_file(f"{self._directory}/{name}"))["requests"]
-        except (OSError, ValueError, KeyError, TypeError) as error:
+            path = f"{self._directory}/{name}"
+            requests = read_document(self._fs, path, name, _OFFER_BYTES)["requests"]
+        except (OSError, ValueError, KeyError, TypeError) as error:  # ManifestError too
             logger.warning("request budget: ignoring unreadable %s: %s", name, error)
             return 0
         if isinstance(requests, int) and 0 < requests <= self.chunk:

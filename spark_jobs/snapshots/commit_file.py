@@ -21,14 +21,29 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .documents import ManifestError, NewerFormatError, is_sha256_hex, seal, unseal
+from .documents import (
+    MAX_DOCUMENT_BYTES,
+    ManifestError,
+    NewerFormatError,
+    is_sha256_hex,
+    seal,
+    unseal,
+)
 from .manifest import BODY_KEYS, FORMAT_VERSION, Manifest, SegmentRef
 from .paths import COMMIT_NAME, COMMIT_PATH, basename, encode_component
 from .segments import sha256_hex
 
+#: The largest commit file a reader reads (checked from the listing, and by a bounded
+#: read); the writer never writes a larger one (``oversized.py``). A commit holds one
+#: cut's rows and a header of at most ``MAX_DOCUMENT_BYTES``.
+MAX_COMMIT_BYTES = 256 * 2**20
 _MAGIC = b"ENRSNAP"
 _FOOTER = struct.Struct(f">Q{len(_MAGIC)}sB")
 _HEADER_KEYS = BODY_KEYS | {"base"}
+
+
+class CommitTooLargeError(ValueError):
+    """A commit its reader would refuse: it is not written."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +92,11 @@ def encode_commit(
     body: dict[str, Any] = manifest.body(FORMAT_VERSION, [*earlier, *refs])
     body["base"] = dataclasses.asdict(base) if base is not None else None
     header = seal(body)
+    if len(header) > MAX_DOCUMENT_BYTES:  # never written: its reader would refuse it
+        raise CommitTooLargeError(
+            f"commit header of {len(header)} bytes is over the reader's limit of "
+            f"{MAX_DOCUMENT_BYTES} (values held in the queue: see partition_runner/oversized.py)"
+        )
     footer = _FOOTER.pack(len(header), _MAGIC, FORMAT_VERSION)
     return b"".join([*(data for _, data, _ in blocks), header, footer]), refs
 

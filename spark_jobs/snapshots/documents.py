@@ -45,6 +45,16 @@ def parse_stored_json(data: bytes, what: str) -> Any:
         raise ManifestError(f"{what} is not valid JSON ({type(exc).__name__}: {exc})") from None
 
 
+def read_document(fs: Any, path: str, what: str, limit: int = MAX_DOCUMENT_BYTES) -> Any:
+    """The stored JSON at ``path`` (an fsspec filesystem's), read with a bound: at most
+    ``limit + 1`` bytes are fetched, and more than ``limit`` is refused as corrupt.
+    FileNotFoundError passes through."""
+    data: bytes = fs.cat_file(path, start=0, end=limit + 1)
+    if len(data) > limit:
+        raise ManifestError(f"{what} is over {limit} bytes")
+    return parse_stored_json(data, what)
+
+
 def _no_constants(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
 

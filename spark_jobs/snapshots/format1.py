@@ -12,7 +12,7 @@ import logging
 
 from fsspec import AbstractFileSystem
 
-from .documents import ManifestError, NewerFormatError
+from .documents import MAX_DOCUMENT_BYTES, ManifestError, NewerFormatError
 from .manifest import Manifest, SegmentRef
 from .paths import MANIFEST_NAME, MANIFESTS_DIR, SEGMENTS_DIR, basename, encode_component
 from .segments import decode_segment
@@ -65,11 +65,15 @@ class SegmentChecker:
 
 def manifest_names(fs: AbstractFileSystem, path: str) -> list[str]:
     """Paths of the format-1 manifest files of the partition directory ``path``."""
-    return [
-        entry["name"]
+    return list(_manifest_sizes(fs, path))
+
+
+def _manifest_sizes(fs: AbstractFileSystem, path: str) -> dict[str, int | None]:
+    return {
+        entry["name"]: entry.get("size")
         for entry in list_entries(fs, f"{path}/{MANIFESTS_DIR}")
         if entry.get("type") == "file" and MANIFEST_NAME.fullmatch(basename(entry["name"]))
-    ]
+    }
 
 
 def valid_manifests(
@@ -100,7 +104,12 @@ def _candidates(
 ) -> tuple[list[tuple[str, Manifest]], list[str]]:
     """Manifests whose own checksum verifies, best progress first, and the paths of
     manifests written in a newer format."""
-    paths = manifest_names(fs, path)
+    paths = []
+    for name, size in _manifest_sizes(fs, path).items():
+        if isinstance(size, int) and size <= MAX_DOCUMENT_BYTES:
+            paths.append(name)
+        else:  # refused unread: the reader's limit, as the writer kept it
+            logger.warning("ignoring snapshot manifest %s: %s bytes, over the limit", name, size)
     contents = fs.cat(paths, on_error="return") if paths else {}
     candidates = []
     newer = []

@@ -27,56 +27,31 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from fsspec import AbstractFileSystem
 
+from .lease_file import RENEWALS_PER_TTL, Lease, LeaseFileError, parse_lease, printable
 from .storage import write_atomically
 
 logger = logging.getLogger(__name__)
 
 LEASE_FILE = "_lease.json"
 DEFAULT_TTL_S = 60.0
+#: The longest ``--lease-ttl``, and the furthest expiry a reader believes: a lease that
+#: claims to run out later than this from now was not written by a run (which renews it
+#: every third of its TTL), so it is treated as expired instead of blocking for ever.
+MAX_TTL_S = 3600.0
+#: How far another host's clock may run ahead of this one's for its lease to be believed.
+CLOCK_SKEW_S = 300.0
+#: A lease file is a few dozen bytes: larger ones are refused unread.
+MAX_LEASE_BYTES = 4096
 _SETTLE_S = 0.5  # between writing a lease and reading it back
 #: Seconds between two "still waiting" lines while another run holds the namespace.
 WAIT_REPORT_S = 10.0
-#: The owner's heartbeat renews its lease this many times per TTL.
-RENEWALS_PER_TTL = 3
 
 
 class LeaseError(RuntimeError):
     """The namespace is held by another run, or this run lost it (fenced off)."""
-
-
-@dataclass(frozen=True)
-class Lease:
-    """The lease file: its owner, and when it expires and was last renewed (Unix time;
-    ``renewed_at`` is None in a lease written before it was recorded)."""
-
-    owner: str
-    expires_at: float
-    renewed_at: float | None = None
-
-    @property
-    def renewal_interval(self) -> float | None:
-        """Seconds between two renewals by the owner's heartbeat, from the TTL the lease
-        was written with (None in a lease without ``renewed_at``)."""
-        if self.renewed_at is None:
-            return None
-        return (self.expires_at - self.renewed_at) / RENEWALS_PER_TTL
-
-    def describe(self, now: float) -> str:
-        """``last renewed 2026-11-24T10:55:03Z (4s ago), expires 2026-11-24T10:56:03Z (in
-        56s)``, ages by this host's clock (``now``)."""
-        renewed = "last renewed at an unknown time"
-        if self.renewed_at is not None:
-            renewed = f"last renewed {_utc(self.renewed_at)} ({now - self.renewed_at:.0f}s ago)"
-        return f"{renewed}, expires {_utc(self.expires_at)} (in {self.expires_at - now:.0f}s)"
-
-
-def _utc(at: float) -> str:
-    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class NamespaceLease:
@@ -98,18 +73,16 @@ class NamespaceLease:
         self._clock = clock
 
     def read(self) -> Lease | None:
+        """The lease, or None when there is none or it is unreadable or implausible
+        (``lease_file.py``): a crafted lease must not keep every run out."""
         try:
-            data = json.loads(self._fs.cat_file(self._path))
-            renewed = data.get("renewed_at")
-            return Lease(
-                str(data["owner"]),
-                float(data["expires_at"]),
-                None if renewed is None else float(renewed),
-            )
+            data = self._fs.cat_file(self._path, start=0, end=MAX_LEASE_BYTES + 1)
         except FileNotFoundError:
             return None
-        except (ValueError, KeyError, TypeError):
-            logger.warning("unreadable lease %s: treating it as expired", self._path)
+        try:
+            return parse_lease(data, self._clock(), MAX_TTL_S + CLOCK_SKEW_S, MAX_LEASE_BYTES)
+        except LeaseFileError as error:
+            logger.warning("treating the lease %s as expired: %s", self._path, error)
             return None
 
     def live(self) -> bool:
@@ -132,7 +105,9 @@ class NamespaceLease:
             now = self._clock()
             if lease is None or lease.owner == self.owner or lease.expires_at <= now:
                 if lease is not None and lease.owner != self.owner:
-                    logger.warning("taking over the expired lease of run %s", lease.owner)
+                    logger.warning(
+                        "taking over the expired lease of run %s", printable(lease.owner)
+                    )
                 self._write()
                 time.sleep(_SETTLE_S)
                 if self.holds():
@@ -141,14 +116,15 @@ class NamespaceLease:
             waited = now - started
             if waited >= wait_s:
                 raise LeaseError(
-                    f"another run ({lease.owner}) holds {self._directory} and renews its lease "
-                    f"({lease.describe(now)}); waited {wait_s:g}s for it to finish (--lease-wait)"
+                    f"another run ({printable(lease.owner)}) holds {self._directory} and renews "
+                    f"its lease ({lease.describe(now)}); waited {wait_s:g}s for it to finish "
+                    "(--lease-wait)"
                 )
             if reported_at is None:
                 logger.info(
                     "run %s holds this namespace: waiting up to %gs (--lease-wait) for it to "
                     "finish or its lease to expire; %s (%s)",
-                    lease.owner,
+                    printable(lease.owner),
                     wait_s,
                     lease.describe(now),
                     self._directory,
@@ -157,7 +133,7 @@ class NamespaceLease:
             elif now - reported_at >= report_s:
                 logger.info(
                     "still waiting for run %s: %.0fs of %gs (--lease-wait); %s",
-                    lease.owner,
+                    printable(lease.owner),
                     waited,
                     wait_s,
                     lease.describe(now),

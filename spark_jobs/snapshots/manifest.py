@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from .counters import check_stats
 from .documents import ManifestError, is_sha256_hex, seal, unseal
 from .paths import COMMIT_PATH, SEGMENT_PATH, encode_component
 
@@ -146,6 +147,7 @@ class Manifest:
             raise ValueError("a segment is listed twice")
         if not all(isinstance(k, str) for k in self.stats):
             raise ValueError("stats keys must be str")
+        check_stats(self.stats)
         if self.committed_at is not None and self.committed_at.utcoffset() is None:
             raise ValueError("committed_at must be timezone-aware")
 

@@ -100,7 +100,8 @@ class ProgressFolder:
         numbers = [
             number
             for number in self.store.partitions(self.key)
-            if not (number in self._entries and self._entries[number].settled(self.run_id))
+            if number < self.partition_count  # others are no partition of this job's
+            and not (number in self._entries and self._entries[number].settled(self.run_id))
         ]
         with ThreadPoolExecutor(READ_THREADS, thread_name_prefix="progress-read") as pool:
             found = list(pool.map(self._read, numbers))

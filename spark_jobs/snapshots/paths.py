@@ -23,6 +23,9 @@ _ENCODED = re.compile(_ENCODED_CHARS)
 MAX_ENCODED_LENGTH = 200
 
 PARTITION_DIR = re.compile(r"part-(\d{5,})")
+#: The most partitions a job may have (``--partitions``); readers ignore directories of
+#: higher numbers, which only a crafted namespace holds.
+MAX_PARTITIONS = 100_000
 MANIFESTS_DIR = "manifests"
 SEGMENTS_DIR = "segments"
 COMMITS_DIR = "commits"

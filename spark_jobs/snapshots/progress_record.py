@@ -11,8 +11,8 @@ Compact on purpose: a partition is one JSON array in the order of :data:`COLUMNS
 :class:`ProgressRecordError` naming the row and column: an unreadable record is reported,
 never guessed at.
 
-Standard library only (and the stored-JSON guard of ``manifest.py``): the Airflow side
-reads it too.
+Standard library only (and the stored-JSON guard of ``documents.py``, the partition cap
+of ``paths.py``): the Airflow side reads it too.
 """
 
 from __future__ import annotations
@@ -25,12 +25,11 @@ from operator import attrgetter
 from typing import Any
 
 from .documents import ManifestError, parse_stored_json
+from .paths import MAX_PARTITIONS
 
 FORMAT_VERSION = 1
 #: Larger records are refused unread (a reader asks for at most this many bytes).
 MAX_RECORD_BYTES = 32 * 2**20
-#: Most partitions one record holds: about 26 MB at the per-partition size above.
-MAX_PARTITIONS = 200_000
 #: Attempt ids, run ids and failure reasons are cut to this many characters when written.
 MAX_TEXT = 1_000
 _INT64 = 2**63
@@ -127,7 +126,7 @@ class PartitionEntry:
 
 #: The columns of a stored partition row, and what each value must be.
 _CHECKS: dict[str, Callable[[Any], bool]] = {
-    "partition": _count,
+    "partition": lambda value: _count(value) and value < MAX_PARTITIONS,
     "epoch": _count,
     "input_offset": _count,
     "records_total": _optional(_count),

@@ -16,7 +16,7 @@ import logging
 
 from fsspec import AbstractFileSystem
 
-from .commit_file import FileRef, decode_commit
+from .commit_file import MAX_COMMIT_BYTES, FileRef, decode_commit
 from .documents import ManifestError, NewerFormatError
 from .manifest import Manifest, SegmentRef
 from .paths import COMMIT_NAME, COMMITS_DIR, SEGMENTS_DIR, basename
@@ -84,7 +84,8 @@ class CommitReader:
     def _load(self, name: str) -> Manifest | None:
         """The full manifest of commit ``name`` (base and own segments), or None."""
         try:
-            stored = decode_commit(self._fs.cat_file(f"{self._path}/{name}"), name, self._partition)
+            data = read_commit(self._fs, f"{self._path}/{name}", self.sizes.get(name))
+            stored = decode_commit(data, name, self._partition)
             if stored.base is None:
                 return stored.manifest
             self._base_of[name] = stored.base.path
@@ -103,7 +104,7 @@ class CommitReader:
         """The self-contained commit ``ref`` names, checked against its size and sha256."""
         if ref not in self._bases:
             try:
-                data = self._fs.cat_file(f"{self._path}/{ref.path}")
+                data = read_commit(self._fs, f"{self._path}/{ref.path}", self.sizes.get(ref.path))
             except FileNotFoundError:
                 data = None
             if data is None:
@@ -156,6 +157,20 @@ class CommitReader:
                 if e.get("type") == "file"
             }
         return self._segment_sizes
+
+
+def read_commit(fs: AbstractFileSystem, path: str, size: int | None) -> bytes:
+    """A whole commit file, refused unread when its ``size`` in the listing is over
+    :data:`MAX_COMMIT_BYTES` (one whole-object GET otherwise, as the request counts of the
+    format expect: the listing was taken just before); not listed is missing."""
+    if size is None:
+        raise FileNotFoundError(path)
+    if size > MAX_COMMIT_BYTES:
+        raise ManifestError(f"commit file of {size} bytes, over {MAX_COMMIT_BYTES}: not read")
+    data: bytes = fs.cat_file(path)
+    if len(data) > MAX_COMMIT_BYTES:  # replaced since the listing
+        raise ManifestError(f"commit file over {MAX_COMMIT_BYTES} bytes")
+    return data
 
 
 def read_range(fs: AbstractFileSystem, path: str, ref: SegmentRef) -> bytes:

@@ -15,10 +15,12 @@ from typing import Any
 from fsspec.core import url_to_fs
 
 from .attempt_counts import AttemptLedger, LedgerReading
-from .documents import ManifestError, parse_stored_json
+from .counters import check_completion
+from .documents import ManifestError, read_document
 from .lease import DEFAULT_TTL_S, LEASE_FILE, NamespaceLease
 from .partition import DEFAULT_GRACE, PartitionSnapshots
 from .paths import (
+    MAX_PARTITIONS,
     PARTITION_DIR,
     NamespaceKey,
     basename,
@@ -67,11 +69,12 @@ class SnapshotStore:
         )
 
     def partitions(self, key: NamespaceKey) -> list[int]:
-        """Partition numbers that have a directory in the namespace, ascending."""
+        """Partition numbers that have a directory in the namespace, ascending; none at or
+        beyond :data:`MAX_PARTITIONS` (no job has them: a crafted ``part-99999`` is ignored)."""
         numbers = []
         for entry in list_entries(self._fs, self.namespace_path(key)):
             match = PARTITION_DIR.fullmatch(basename(entry["name"]))
-            if entry.get("type") == "directory" and match:
+            if entry.get("type") == "directory" and match and int(match.group(1)) < MAX_PARTITIONS:
                 numbers.append(int(match.group(1)))
         return sorted(numbers)
 
@@ -135,7 +138,7 @@ class SnapshotStore:
         """The description written by :meth:`write_job_record`, or None if absent/unreadable."""
         path = f"{self.namespace_path(key)}/{JOB_RECORD}"
         try:
-            record = parse_stored_json(self._fs.cat_file(path), "job record")
+            record = read_document(self._fs, path, "job record")
         except FileNotFoundError:
             return None
         except ManifestError as error:
@@ -163,16 +166,23 @@ class SnapshotStore:
         write_atomically(self._fs, self.namespace_path(key), COMPLETED_RECORD, data)
 
     def read_completed(self, key: NamespaceKey) -> dict[str, Any] | None:
-        """The record of :meth:`mark_completed`, or None."""
+        """The record of :meth:`mark_completed`, or None (also when it is unreadable:
+        logged, and the namespace counts as not completed)."""
+        try:
+            return self.completion_record(key)
+        except ManifestError as error:
+            logger.warning("ignoring an unreadable completion record of %s: %s", key, error)
+            return None
+
+    def completion_record(self, key: NamespaceKey) -> dict[str, Any] | None:
+        """The record of :meth:`mark_completed`, None when there is none; raises
+        ManifestError when it is unreadable or its counts are not numbers (``counters.py``)."""
         path = f"{self.namespace_path(key)}/{COMPLETED_RECORD}"
         try:
-            record = parse_stored_json(self._fs.cat_file(path), "completion record")
+            record = read_document(self._fs, path, "completion record")
         except FileNotFoundError:
             return None
-        except ManifestError as error:
-            logger.warning("ignoring an unreadable completion record %s: %s", path, error)
-            return None
-        return record if isinstance(record, dict) else None
+        return check_completion(record, "completion record")
 
     def discard(self, key: NamespaceKey) -> bool:
         """Recursively delete a task run's snapshots; returns whether anything existed."""

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 import pyarrow as pa
 from fsspec import AbstractFileSystem
 
-from .commit_file import FileRef, encode_commit
+from .commit_file import MAX_COMMIT_BYTES, FileRef, encode_commit
 from .compaction import fold_inline, merge_levels
 from .manifest import Manifest, SegmentRef
 from .paths import basename, commit_path, segment_path
@@ -93,16 +93,20 @@ class PartitionWriter:
             or self._since_base + 1 >= self._interval
             or manifest.segments[: len(base.segments)] != base.segments
         )
-        if base is None or is_base:
-            segments = tuple(self._compact(manifest.segments, new))
-            data, _ = encode_commit(committed, path, None, segments, ())
-        else:
+        if base is not None and not is_base:
             blocks = [(kind, encode_table(t), t.num_rows) for kind, t in new if t.num_rows]
             earlier = manifest.segments[len(base.segments) :]
             data, refs = encode_commit(committed, path, base.ref, earlier, blocks)
             segments = (*manifest.segments, *refs)
-            for ref, (_, block, _) in zip(refs, blocks, strict=True):
-                self._blocks[ref.path, ref.offset] = block
+            # Rows too many to sit inline in a file its reader accepts: a base instead,
+            # whose rows go to segment files (``MAX_COMMIT_BYTES``).
+            is_base = len(data) > MAX_COMMIT_BYTES
+            if not is_base:
+                for ref, (_, block, _) in zip(refs, blocks, strict=True):
+                    self._blocks[ref.path, ref.offset] = block
+        if base is None or is_base:
+            segments = tuple(self._compact(manifest.segments, new))
+            data, _ = encode_commit(committed, path, None, segments, ())
         before_commit()
         directory, name = path.rsplit("/", 1)
         write_atomically(self._fs, f"{self._path}/{directory}", name, data)

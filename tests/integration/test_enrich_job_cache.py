@@ -19,6 +19,12 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 IDS = [f"k{i:04d}" for i in range(400)]
 
 
+@pytest.fixture(autouse=True)
+def cache_key(monkeypatch):
+    """The demo API takes no token: the key that signs the cache is the deployment's."""
+    monkeypatch.setenv("ENRICHMENT_CACHE_KEY", "a random key only this deployment knows")
+
+
 def run_day(tmp: Path, day: str, api_url: str, *extra: str) -> tuple[list, dict]:
     work = tmp / day
     write_input(work / "in" / "part.jsonl", IDS)
@@ -58,7 +64,7 @@ def test_corrupt_or_deleted_cache_files_cost_calls_never_wrong_values(tmp_path):
         # A partition writes a file at each snapshot cut that has new answers.
         parts = [
             sorted(p.glob("*.parquet"))
-            for p in sorted((tmp_path / "cache" / "partitions=4").iterdir())
+            for p in sorted((tmp_path / "cache").glob("scope-*/partitions=4/*"))
         ]
         for deleted in parts[0]:
             deleted.unlink()
@@ -75,3 +81,18 @@ def test_corrupt_or_deleted_cache_files_cost_calls_never_wrong_values(tmp_path):
     assert day2 == day1  # nothing from the damaged files was served
     assert calls == len(IDS) - kept == summary2["requests_made"]
     assert summary2["cost"]["response_cache_hits"] == kept
+
+
+def test_without_a_key_or_an_api_secret_the_cache_is_refused_before_spark_starts(
+    tmp_path, monkeypatch
+):
+    monkeypatch.delenv("ENRICHMENT_CACHE_KEY")
+    write_input(tmp_path / "in" / "part.jsonl", IDS[:3])
+    args = job_args(tmp_path, "http://127.0.0.1:9", "--cache-dir", str(tmp_path / "cache"))
+    code, log = run_job(args)
+    assert code == 2, log[-3000:]
+    assert (
+        "enrich_job: error: --cache-dir: cache_key_env: environment variable "
+        "ENRICHMENT_CACHE_KEY is not set, and the API has no secret to derive a key from"
+    ) in log
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "out").exists()

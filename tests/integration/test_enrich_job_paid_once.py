@@ -114,7 +114,8 @@ def test_a_killed_run_then_resume_pays_again_only_for_what_it_had_not_committed(
     assert total <= unbroken + len(in_flight)
 
 
-def test_the_cache_a_killed_run_wrote_at_its_cuts_answers_the_next_run(tmp_path):
+def test_the_cache_a_killed_run_wrote_at_its_cuts_answers_the_next_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("ENRICHMENT_CACHE_KEY", "a random key only this deployment knows")
     ids = sorted(set(IDS))
     write_input(tmp_path / "in" / "part.jsonl", ids)
     cache = tmp_path / "cache"

@@ -136,7 +136,8 @@ def test_a_crash_then_resume_pays_again_only_for_keys_it_had_not_committed(tmp_p
     assert max(first.values()) == 1 and max(second.values()) == 1
 
 
-def test_each_cut_writes_the_caches_new_answers_and_holds_no_more(tmp_path, caplog):
+def test_each_cut_writes_the_caches_new_answers_and_holds_no_more(tmp_path, caplog, monkeypatch):
+    monkeypatch.setenv("ENRICHMENT_CACHE_KEY", "a random key only this deployment knows")
     caplog.set_level(logging.INFO, logger="spark_jobs.row_enrichment")
     ids = [f"k{i:04d}" for i in range(400)]
     cache = tmp_path / "cache"

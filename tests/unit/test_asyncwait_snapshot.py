@@ -13,6 +13,7 @@ from spark_jobs.asyncwait import (
     RetryStrategy,
     Watermark,
 )
+from spark_jobs.asyncwait.elements import MAX_ERROR_CHARS, describe_error
 from tests.unit.asyncwait_support import ConcurrencyProbe
 
 
@@ -120,3 +121,11 @@ async def test_emitted_outputs_are_never_in_a_snapshot():
             seen.add(out.record)
         pending = {e["record"] for e in op.snapshot().entries if "record" in e}
         assert not pending & seen
+
+
+def test_asyncwait_error_texts_are_bounded_as_they_wait_in_snapshots():
+    """A failure waits in the queue, and so in snapshots: a user's function raising with a
+    megabyte of message must not make a commit its reader refuses."""
+    text = describe_error(ValueError("m" * 1_000_000))
+    assert len(text) == MAX_ERROR_CHARS and text.startswith("ValueError: mmm")
+    assert describe_error(KeyError("k")) == "KeyError: 'k'"

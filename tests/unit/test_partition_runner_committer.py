@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 from spark_jobs.asyncwait import OperatorSnapshot
+from spark_jobs.cache_scope import scope_of
 from spark_jobs.partition_runner.committer import Cut, CutPolicy, SnapshotCommitter
 from spark_jobs.partition_runner.epoch import Epoch
 from spark_jobs.partition_runner.replay import pending_outcomes, replay
@@ -140,7 +141,10 @@ def test_pending_outcomes_counts_entries_that_will_not_be_called_again() -> None
 async def test_a_cut_takes_the_caches_new_answers_and_writes_them_with_the_snapshot(
     store, tmp_path
 ) -> None:
-    cache = ResponseCache(str(tmp_path / "cache"), partition=0, partitions=1, ttl_s=3600)
+    scope = scope_of(b"key", {}, [])
+    cache = ResponseCache(
+        str(tmp_path / "cache"), partition=0, partitions=1, ttl_s=3600, scope=scope
+    )
     writer = committer(store)
     writer.stored = cache
     for key in ("a", "b"):
@@ -160,7 +164,10 @@ async def test_the_answers_of_a_cut_are_kept_even_when_its_commit_fails(store, t
     def fenced_off() -> None:
         raise LeaseError("fenced off")
 
-    cache = ResponseCache(str(tmp_path / "cache"), partition=0, partitions=1, ttl_s=3600)
+    scope = scope_of(b"key", {}, [])
+    cache = ResponseCache(
+        str(tmp_path / "cache"), partition=0, partitions=1, ttl_s=3600, scope=scope
+    )
     writer = committer(store, check_lease=fenced_off)
     writer.stored = cache
     cache.put("GET", "http://api/a", None, b"{}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 from datetime import UTC, datetime
@@ -85,3 +86,56 @@ def test_a_lease_written_without_its_renewal_time_still_explains_the_wait(tmp_pa
         json.dump({"owner": "first", "expires_at": expires}, handle)
     with pytest.raises(LeaseError, match="last renewed at an unknown time, expires"):
         store.lease(KEY, "second").acquire(0.1, poll_s=0.05)
+
+
+def write_lease(store: SnapshotStore, content: str | bytes) -> None:
+    path = f"{store.namespace_path(KEY)}/_lease.json"
+    with open(path, "wb") as handle:
+        handle.write(content if isinstance(content, bytes) else content.encode())
+
+
+@pytest.mark.parametrize(
+    "expires_at",
+    ["Infinity", "NaN", "1e300", '"1e12"', "null", "true", str(time.time() + 30 * 86400)],
+)
+def test_a_crafted_expiry_counts_as_expired_and_never_blocks_a_run(tmp_path, caplog, expires_at):
+    store = SnapshotStore(str(tmp_path))
+    store.lease(KEY, "first").acquire(0)
+    write_lease(store, f'{{"owner": "crafted", "expires_at": {expires_at}}}')
+    second = store.lease(KEY, "second")
+    assert not second.live()
+    second.acquire(0)  # at once: no wait for --lease-wait
+    assert second.holds()
+    assert "treating the lease" in caplog.text
+    assert re.search(r"as expired: (expires_at|not JSON .*is not a finite number)", caplog.text)
+
+
+def test_an_oversized_lease_is_refused_unread(tmp_path, caplog):
+    store = SnapshotStore(str(tmp_path))
+    store.lease(KEY, "first").acquire(0)
+    padding = " " * 10_000
+    write_lease(store, f'{{"owner": "big", "expires_at": {time.time() + 60}{padding}}}')
+    assert store.lease(KEY, "second").read() is None
+    assert "as expired: over 4096 bytes" in caplog.text
+
+
+def test_a_lease_of_the_longest_ttl_is_believed_even_from_a_clock_a_little_ahead(tmp_path):
+    store = SnapshotStore(str(tmp_path))
+    store.lease(KEY, "first").acquire(0)
+    write_lease(store, json.dumps({"owner": "first", "expires_at": time.time() + 3600 + 60}))
+    assert store.lease(KEY, "second").live()
+
+
+def test_an_owner_with_a_newline_reaches_logs_and_errors_escaped(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="spark_jobs.snapshots.lease")
+    store = SnapshotStore(str(tmp_path))
+    store.lease(KEY, "first").acquire(0)
+    owner = "x\n2026-11-24 10:00:00 INFO enrich_job: forged\x1b[2J"
+    write_lease(store, json.dumps({"owner": owner, "expires_at": time.time() + 60}))
+    with pytest.raises(LeaseError) as raised:
+        store.lease(KEY, "second").acquire(0.1, poll_s=0.05)
+    assert "another run (x\\n2026-11-24 10:00:00 INFO enrich_job: forged\\x1b[2J)" in str(
+        raised.value
+    )
+    assert "\n" not in str(raised.value) and "\x1b" not in caplog.text
+    assert "run x\\n2026" in caplog.text

@@ -1,0 +1,85 @@
+"""The counters stored documents carry, checked where they are parsed.
+
+A manifest's ``stats`` (``partition_runner/stats.py`` writes them) and a completion
+record's ``summary`` are added up, compared and shown by the driver, the Airflow task and
+the snapshot page. A crafted ``"requests_made": "x"`` once reached them as a string and
+raised ``TypeError`` far from the file (a 500 for the page's whole list). Each known
+counter is checked here instead, so a document with a bad one is corrupt where it is
+read: the previous commit is used, or the namespace is shown as unreadable. Unknown keys
+are left alone (a newer version may add some).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .documents import ManifestError
+
+_INT64 = 2**63
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _INT64
+
+
+def _number(value: Any) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and 0 <= value < _INT64
+    )
+
+
+def _flag(value: Any) -> bool:
+    return isinstance(value, bool)
+
+
+def _optional_text(value: Any) -> bool:
+    return value is None or isinstance(value, str)
+
+
+_STATS: dict[str, Callable[[Any], bool]] = {
+    **dict.fromkeys(
+        ("requests_made", "response_cache_hits", "coalesced_calls", "cache_hits"), _count
+    ),
+    **dict.fromkeys(("run_requests", "replayed", "in_flight"), _count),
+    **dict.fromkeys(("finished", "budget_exhausted", "resumed"), _flag),
+    **dict.fromkeys(("rss_mb_first_cut", "rss_mb_peak"), _number),
+    "run_id": lambda value: isinstance(value, str),
+    "systemic_failure": _optional_text,
+}
+#: What a completion record's summary counts (``summary.py``), and its ``cost`` values.
+_SUMMARY_COUNTS = ("partitions", "records_in", "enriched", "dead_letters", "requests_made")
+
+
+def check_stats(stats: Mapping[str, Any]) -> None:
+    """ValueError naming the first known counter of a manifest's ``stats`` that is not
+    what the runner writes (a count, a flag, a finite number, a text)."""
+    for name, valid in _STATS.items():
+        if name in stats and not valid(stats[name]):
+            raise ValueError(f"stats.{name}: unexpected value {stats[name]!r:.40}")
+
+
+def check_completion(record: Any, what: str) -> dict[str, Any]:
+    """``record`` when it is a completion record whose summary counts and costs are
+    numbers; raises :class:`ManifestError` naming the field otherwise."""
+    if not isinstance(record, dict):
+        raise ManifestError(f"{what}: not a JSON object")
+    summary = record.get("summary")
+    if summary is None:
+        return record
+    if not isinstance(summary, dict):
+        raise ManifestError(f"{what}: summary is not an object")
+    for name in _SUMMARY_COUNTS:
+        if name in summary and not _count(summary[name]):
+            raise ManifestError(f"{what}: summary.{name} is {summary[name]!r:.40}, not a count")
+    cost = summary.get("cost", {})
+    if not isinstance(cost, dict):
+        raise ManifestError(f"{what}: summary.cost is not an object")
+    for name, value in cost.items():
+        if not _number(value):
+            raise ManifestError(f"{what}: summary.cost.{name} is {value!r:.40}, not a number")
+    return record
