@@ -29,7 +29,6 @@ from spark_jobs.input_options import reader_identity
 from spark_jobs.input_reader import read_input
 from spark_jobs.job_cli import parse_args
 from spark_jobs.job_spec import JobSpec, SpecError
-from spark_jobs.job_tag import tagged_jobs
 from spark_jobs.progress import ProgressReporter, records_settled, settle_quiet_s
 from spark_jobs.publish import discard, publish, set_aside, staging_for
 from spark_jobs.run_failures import RunFailed, dead_letter_ceiling, fail_if, systemic_failure
@@ -52,7 +51,7 @@ from spark_jobs.spark_io import (
     write_outputs,
 )
 from spark_jobs.spark_logging import apply_level, configure_launch
-from spark_jobs.spark_session import check_java, spark_session
+from spark_jobs.spark_session import cancel_running, check_java, spark_session
 from spark_jobs.summary import build_summary
 from spark_jobs.task_slots import spark_conf, with_running_partitions
 
@@ -119,7 +118,7 @@ def run(spark: Any, spec: JobSpec) -> dict[str, Any]:
     lease = store.lease(key, run_id, spec.lease_ttl)
     lease.acquire(spec.lease_wait)
     try:
-        with tagged_jobs(spark, run_id) as cancel, Heartbeat(lease, on_lost=cancel) as heartbeat:
+        with Heartbeat(lease, on_lost=partial(cancel_running, spark)) as heartbeat:
             try:
                 return _run_holding_lease(spark, spec, store, key, lease, run_id)
             except Exception:

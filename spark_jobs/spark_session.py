@@ -4,6 +4,7 @@ same rows in every attempt."""
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import sys
@@ -13,6 +14,8 @@ from spark_jobs.connect import connect_session
 from spark_jobs.launch_conf import launch_conf
 from spark_jobs.option_values import SpecError
 from spark_jobs.spark_logging import quiet_builder
+
+logger = logging.getLogger(__name__)
 
 
 def check_java() -> None:
@@ -50,3 +53,17 @@ def _classic_session(ship_env: str | None) -> Any:
     if not submitted.contains("spark.master"):  # python -m, not spark-submit
         builder = builder.master(os.environ.get("SPARK_MASTER", "local[*]"))
     return builder.getOrCreate()
+
+
+def cancel_running(spark: Any) -> None:
+    """Stop every running Spark operation of the job's session, from any thread (the
+    lease's heartbeat, when a successor took the namespace over).
+
+    The session's interrupt API, which Spark Connect has and classic Spark 4 too, not
+    ``SparkContext.cancelAllJobs`` (no ``SparkContext`` over Connect). The session is the
+    job's own, so all of its operations are this run's. A job tag would narrow it further,
+    but classic Spark 4.2 finds a tag only in the thread that added it (``interruptTag``
+    from the heartbeat's thread interrupts nothing), so the tag would work over Connect
+    alone."""
+    stopped = spark.interruptAll()
+    logger.warning("cancelled %d running Spark operation(s) of this run", len(stopped))
