@@ -130,3 +130,20 @@ def test_the_driver_starts_with_the_jobs_log4j2_file_unless_it_runs_elsewhere(
     assert options.startswith("spark.driver.extraJavaOptions=-Xss4m")  # the user's kept
     assert ("log4j2.properties" in options) == quieted
     assert ("-Denrich_job.spark_log_level=INFO" in options) == quieted
+
+
+def test_over_spark_connect_the_token_of_the_connect_url_stays_hidden(monkeypatch):
+    """A ``spark_connect`` connection's password is a token in its URL: the operator's
+    master (used in messages and the secrets' route) hides it; the API's token goes by
+    environment to the Connect client, whose command line never holds it."""
+    connection = {"conn_type": "spark_connect", "host": "connect.example", "port": 443}
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SC",
+        json.dumps({**connection, "password": "sc-t0ken", "extra": {"use_ssl": True}}),
+    )
+    api_connection(monkeypatch, "s3cr3t-token")
+    operator = enrichment_operator(spark_connect_conn_id="sc")
+    master = operator._spark_master()
+    assert master == "sc://connect.example:443/;token=***;use_ssl=True"
+    env, args = EnrichmentApiHook().token_route(master)
+    assert env == {"ENRICHMENT_API_TOKEN": "s3cr3t-token"} and "s3cr3t-token" not in args

@@ -1,7 +1,8 @@
 """The job over Spark Connect: a real server (``connect_support``) whose Python workers
 lack this project, so every run proves the job ships its own code. The same output as a
-classic run; and a client killed mid-run whose server-side tasks go on (a zombie) while
-a new client resumes: exact, each record paid for by the new client at most once."""
+classic run (and a secret the server's executors lack, named up front); and a client
+killed mid-run whose server-side tasks go on (a zombie) while a new client resumes:
+exact, published by the new client."""
 
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ def calls(api) -> int:
 
 
 def test_a_run_over_spark_connect_equals_the_classic_run(tmp_path, spark_connect):
+    """Also: a secret only the client has is named before any call."""
     probe = subprocess.run(
         [sys.executable, "-c", WORKER_HAS_PROJECT, spark_connect.url],
         cwd=ROOT,
@@ -70,6 +72,17 @@ def test_a_run_over_spark_connect_equals_the_classic_run(tmp_path, spark_connect
             assert ("shipped the job's code to the Spark Connect session" in log) == (
                 mode == "connect"
             ), log[-3000:]
+        api.post("/stats/reset")
+        # The server's executors do not see the client's environment: the executor check
+        # names a secret's variable only the client has, before any call.
+        write_input(tmp_path / "secret" / "in" / "part.jsonl", ids[:10])
+        args = job_args(tmp_path / "secret", api.url, "--token-env", "CLIENT_ONLY_TOKEN")
+        env = {"SPARK_REMOTE": spark_connect.url, "CLIENT_ONLY_TOKEN": "cl13nt-s3cret"}
+        secret_code, secret_log = run_job(args, env)
+        assert api.calls_per_key() == {}
+    assert secret_code == 3, secret_log[-3000:]
+    assert "the executors lack the environment variable(s) CLIENT_ONLY_TOKEN" in secret_log
+    assert "cl13nt-s3cret" not in secret_log
     (data, dead, summary), (classic_data, classic_dead, classic_summary) = (
         results["connect"],
         results["classic"],
