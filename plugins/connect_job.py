@@ -18,7 +18,7 @@ import logging
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 from airflow.sdk.exceptions import AirflowException
@@ -44,9 +44,18 @@ class ConnectJobRun:
         """The server's URL for messages and checks: its token hidden."""
         return redacted(connect_url(self.conn_id))
 
-    def run(self, args: list[str], env: Mapping[str, str]) -> None:
-        """Run the job with ``args`` (and ``env`` over the task's environment), its
-        output in the task log; raises ``AirflowException`` when it fails."""
+    # ``op`` is a ResumableEnrichmentOperator after templating, its job's flags built.
+    def run(self, op: Any) -> None:
+        """Run the job with the operator's flags (``application_args``) and environment
+        (``env_vars`` over the task's), its output in the task log; raises
+        ``AirflowException`` when it fails."""
+        if op.ship_environment not in (None, "", "None"):  # a template may render unset so
+            raise ValueError(
+                "ship_environment: a PEX cannot become a Spark Connect server's Python; over "
+                "spark_connect_conn_id the job ships its own code, and its dependencies must "
+                "be installed on the server"
+            )
+        args, env = list(op.application_args or []), dict(op.env_vars or {})
         url = connect_url(self.conn_id)
         logger.info("running enrich_job as a Spark Connect client of %s", redacted(url))
         self._process = subprocess.Popen(

@@ -243,7 +243,7 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
         """spark-submit through the provider, or the job as a Spark Connect client."""
         if self._connect is None:
             return super().execute(context)
-        return self._connect.run(self.application_args or [], self.env_vars or {})
+        return self._connect.run(self)
 
     def on_kill(self) -> None:
         return super().on_kill() if self._connect is None else self._connect.kill()

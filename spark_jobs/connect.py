@@ -36,7 +36,7 @@ REMOTE_ENV = "SPARK_REMOTE"
 _SECRET_PARAMETER = re.compile(r"(token)=[^;]*", re.IGNORECASE)
 
 
-def check_remote_option(remote: str | None, ship_env: str | None) -> None:
+def check_remote_option(remote: str | None) -> None:
     """SpecError for a ``--remote`` the job cannot use, naming the option."""
     if remote is None:
         return
@@ -47,17 +47,19 @@ def check_remote_option(remote: str | None, ship_env: str | None) -> None:
             f"remote: a token does not belong on the command line or in a spec file; put the "
             f"URL with its token in the environment variable {REMOTE_ENV} instead"
         )
-    if ship_env is not None:
-        raise SpecError(
-            "ship_env: a PEX cannot become a Spark Connect server's Python; over --remote the "
-            "job ships its own code, and its dependencies must be installed on the server"
-        )
 
 
-def remote_url(remote: str | None) -> str | None:
+def remote_url(remote: str | None, ship_env: str | None = None) -> str | None:
     """The Connect URL this run uses: ``--remote``, else ``SPARK_REMOTE``, else None
-    (classic Spark: ``spark-submit`` or ``local[*]``)."""
-    return remote or os.environ.get(REMOTE_ENV) or None
+    (classic Spark: ``spark-submit`` or ``local[*]``). SpecError for a ``ship_env``
+    beside one: a PEX cannot become a Connect server's Python."""
+    url = remote or os.environ.get(REMOTE_ENV) or None
+    if url is not None and ship_env is not None:
+        raise SpecError(
+            "ship_env: a PEX cannot become a Spark Connect server's Python; over Spark Connect "
+            "the job ships its own code, and its dependencies must be installed on the server"
+        )
+    return url
 
 
 def redacted(url: str) -> str:

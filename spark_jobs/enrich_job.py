@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         spec = parse_args(argv)
         check_secrets(spec)
-        remote = remote_url(spec.remote)
+        remote = remote_url(spec.remote, spec.ship_env)
         if remote is None:  # a Spark Connect client needs no Java
             check_java()
     except SpecError as error:

@@ -120,7 +120,7 @@ class JobSpec:
         ):
             value = getattr(self, name)
             check(value in choices, name, f"must be one of {', '.join(choices)}, got {value!r}")
-        check_remote_option(self.remote, self.ship_env)
+        check_remote_option(self.remote)
         self._check_numbers()
         self._check_cost_options()
         check_failure_options(self)

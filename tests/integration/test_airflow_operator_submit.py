@@ -147,3 +147,11 @@ def test_over_spark_connect_the_token_of_the_connect_url_stays_hidden(monkeypatc
     assert master == "sc://connect.example:443/;token=***;use_ssl=True"
     env, args = EnrichmentApiHook().token_route(master)
     assert env == {"ENRICHMENT_API_TOKEN": "s3cr3t-token"} and "s3cr3t-token" not in args
+
+
+def test_over_spark_connect_a_shipped_environment_is_refused_not_ignored(tmp_path):
+    pex = tmp_path / "enrich_env.pex"
+    pex.write_bytes(b"PK")
+    operator = enrichment_operator(spark_connect_conn_id="sc", ship_environment=str(pex))
+    with pytest.raises(ValueError, match="ship_environment: a PEX cannot become a Spark Connect"):
+        operator._submit({})

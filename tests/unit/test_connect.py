@@ -38,7 +38,6 @@ def test_remote_comes_from_the_flag_then_spark_remote(monkeypatch):
             ["--remote", "http://connect:15002"],
             "remote: expected a Spark Connect URL sc://host:port",
         ),
-        (["--remote", "sc://a:15002", "--ship-env", "env.pex"], "ship_env: a PEX cannot become"),
     ],
 )
 def test_a_remote_the_job_cannot_use_is_refused_naming_the_option(extra, message):
@@ -77,3 +76,12 @@ def test_the_shipped_zip_alone_imports_the_job(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip() == f"{archive}/spark_jobs/__init__.py"
     assert b"__pycache__" not in data
+
+
+def test_a_pex_beside_spark_connect_is_refused_wherever_the_url_comes_from(monkeypatch):
+    with pytest.raises(SpecError, match="ship_env: a PEX cannot become"):
+        remote_url("sc://a:15002", "dist/enrich_env.pex")
+    monkeypatch.setenv(REMOTE_ENV, URL_WITH_TOKEN)
+    with pytest.raises(SpecError, match="ship_env: a PEX cannot become") as refused:
+        remote_url(None, "dist/enrich_env.pex")
+    assert "t0ken-s3cret" not in str(refused.value)
