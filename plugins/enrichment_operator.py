@@ -24,6 +24,7 @@ from airflow.sdk.exceptions import AirflowException
 
 import spark_jobs
 from plugins.cluster_run import ClusterDriverRun, EnrichmentRun, python_on_standalone_cluster
+from plugins.connect_job import ConnectJobRun
 from plugins.enrichment_hook import BEARER_AUTO, EnrichmentApiHook
 from plugins.job_arguments import job_arguments
 from plugins.links import SnapshotProgressLink
@@ -64,6 +65,8 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         (``"password"``, ``"extra.<key>"``), ``"none"``, or ``"auto"`` (default): the
         password when ``secret_headers`` is empty, as before, else none (templated).
     :param spark_conn_id: the Spark connection (the provider's ``conn_id``).
+    :param spark_connect_conn_id: a ``spark_connect`` connection: run the job as a Spark
+        Connect client of its server, not with spark-submit (``plugins/connect_job.py``).
     :param resume: ``auto`` (default: resume when a valid snapshot exists), ``never``
         (start fresh) or ``require`` (fail unless there is one to resume) (templated).
     :param partitions: fixed partition count; a resumed run must use the same one
@@ -144,6 +147,7 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         response_fields: dict[str, str],
         api_conn_id: str = EnrichmentApiHook.default_conn_name,
         spark_conn_id: str = "spark_enrich",
+        spark_connect_conn_id: str | None = None,
         resume: str = defaults.RESUME,
         partitions: int | str = defaults.PARTITIONS,
         capacity: int | str = defaults.CAPACITY,
@@ -178,11 +182,10 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         self.url_path = url_path
         self.response_fields = dict(response_fields)
         self.api_conn_id = api_conn_id
+        self._connect = ConnectJobRun(spark_connect_conn_id) if spark_connect_conn_id else None
         self.resume = resume
-        self.partitions = partitions
-        self.capacity = capacity
-        self.input_format = input_format
-        self.event_time_column = event_time_column
+        self.partitions, self.capacity = partitions, capacity
+        self.input_format, self.event_time_column = input_format, event_time_column
         self.snapshot_root = snapshot_root
         self.ship_environment = ship_environment
         self.cache_dir, self.cache_ttl = cache_dir, cache_ttl
@@ -225,13 +228,24 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         try:
             # Progress on the task's "Task State Store" tab while Spark runs.
             with reporting_progress(context, api.snapshot_store, key):
-                super().execute(context)
+                self._submit(context)
         except AirflowException as error:
             fail_run(self, api, key, self._run.run_id, error)
         return finish_run(self, context, api)
 
+    def _submit(self, context: Any) -> None:
+        """spark-submit through the provider, or the job as a Spark Connect client."""
+        if self._connect is None:
+            return super().execute(context)
+        return self._connect.run(self)
+
+    def on_kill(self) -> None:
+        return super().on_kill() if self._connect is None else self._connect.kill()
+
     def _spark_master(self) -> str:
         """The master the Spark provider will submit to, resolved by its own rule."""
+        if self._connect is not None:  # the Spark Connect URL, its token hidden
+            return self._connect.master()
         return spark_master(BaseHook.get_connection(self._conn_id))
 
     @staticmethod

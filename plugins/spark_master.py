@@ -41,7 +41,10 @@ def spark_master(connection: Any) -> str:
 
 def env_stays_off_command_line(master: str) -> bool:
     """Whether the provider hands ``env_vars`` to spark-submit's environment, never to
-    its arguments, with this master: only local and standalone (``spark://``) masters."""
+    its arguments, with this master: only local and standalone (``spark://``) masters,
+    and Spark Connect (``sc://``), where the job's client gets them without spark-submit."""
+    if master.startswith("sc://"):  # Spark Connect: the client's environment, no spark-submit
+        return True
     if any(word in master.lower() for word in _PRINTS_ENV):
         return False
     return bool(_LOCAL_MASTER.fullmatch(master)) or master.startswith("spark://")

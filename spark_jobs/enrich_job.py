@@ -22,13 +22,14 @@ from typing import Any
 
 import pyarrow as pa
 
+from spark_jobs.connect import remote_url
 from spark_jobs.dead_letter_retry import DeadLetterRetry, original_fingerprint, retry_namespace
 from spark_jobs.executor_check import ExecutorEnvironmentError, check_executors
 from spark_jobs.input_options import reader_identity
 from spark_jobs.input_reader import read_input
 from spark_jobs.job_cli import parse_args
 from spark_jobs.job_spec import JobSpec, SpecError
-from spark_jobs.progress import ProgressReporter, tasks_ended
+from spark_jobs.progress import ProgressReporter, records_settled, settle_quiet_s
 from spark_jobs.publish import discard, publish, set_aside, staging_for
 from spark_jobs.run_failures import RunFailed, dead_letter_ceiling, fail_if, systemic_failure
 from spark_jobs.secret_check import check_secrets
@@ -50,7 +51,7 @@ from spark_jobs.spark_io import (
     write_outputs,
 )
 from spark_jobs.spark_logging import apply_level, configure_launch
-from spark_jobs.spark_session import check_java, spark_session
+from spark_jobs.spark_session import cancel_running, check_java, spark_session
 from spark_jobs.summary import build_summary
 from spark_jobs.task_slots import spark_conf, with_running_partitions
 
@@ -69,15 +70,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         spec = parse_args(argv)
         check_secrets(spec)
-        check_java()
+        remote = remote_url(spec.remote, spec.ship_env)
+        if remote is None:  # a Spark Connect client needs no Java
+            check_java()
     except SpecError as error:
         print(f"enrich_job: error: {error}", file=sys.stderr)
         return 2
     configure_launch(spec.spark_log_level)
-    spark = spark_session(spec.ship_env)
+    spark = spark_session(spec.ship_env, remote)
     apply_level(spark, spec.spark_log_level)
     try:
-        check_executors(spark)
+        check_executors(spark, spec)
         summary = run(spark, spec)
     except (SpecError, ResumeRefusedError, ExecutorEnvironmentError) as error:
         print(f"enrich_job: error: {error}", file=sys.stderr)
@@ -115,7 +118,7 @@ def run(spark: Any, spec: JobSpec) -> dict[str, Any]:
     lease = store.lease(key, run_id, spec.lease_ttl)
     lease.acquire(spec.lease_wait)
     try:
-        with Heartbeat(lease, on_lost=spark.sparkContext.cancelAllJobs) as heartbeat:
+        with Heartbeat(lease, on_lost=partial(cancel_running, spark)) as heartbeat:
             try:
                 return _run_holding_lease(spark, spec, store, key, lease, run_id)
             except Exception:
@@ -161,7 +164,7 @@ def _run_holding_lease(
     staging = staging_for(spec.output, run_id)
     folder = _progress_folder(store, key, spec, run_id, records_in, lease)
     try:
-        settle = partial(tasks_ended, spark)
+        settle = partial(records_settled, folder, settle_quiet_s(spec.snapshot_interval))
         with ProgressReporter(folder, sizes, spec.progress_interval, settle=settle) as progress:
             counts = write_outputs(enriched, spec, staging)
         record = progress.final()

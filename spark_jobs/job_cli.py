@@ -241,6 +241,13 @@ def _add_run_options(add: _Options) -> None:
         help="the packed runtime from `make dist` (dist/enrich_env.pex) for executors that "
         "lack the job's packages (YARN, Kubernetes, a bare standalone cluster)",
     )
+    add(
+        "--remote",
+        metavar="sc://HOST:PORT",
+        help="run as a Spark Connect client of this server, shipping the job's code to it "
+        "(default: the SPARK_REMOTE environment variable, else classic Spark); a URL with a "
+        "token belongs in SPARK_REMOTE only",
+    )
 
 
 def _add_failure_options(add: _Options) -> None:

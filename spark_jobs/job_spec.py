@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from spark_jobs import defaults
+from spark_jobs.connect import check_remote_option
 from spark_jobs.defaults import INPUT_FORMATS, MODES, RESUME_MODES, InputFormat, Mode, ResumeMode
 from spark_jobs.enrichers import HttpEnricherConfig, ResponseField
 from spark_jobs.enrichers.batch_config import nest_flat_options
@@ -108,6 +109,9 @@ class JobSpec:
     ship_env: str | None = None
     """The packed runtime (``make dist``: ``dist/enrich_env.pex``) for executors that lack
     the job's packages: shipped with the job and run as the executors' Python."""
+    remote: str | None = None
+    """A Spark Connect server, ``sc://host:port``: the job runs as its client (``connect.py``);
+    None: ``SPARK_REMOTE``, else classic Spark. A URL with a token only in ``SPARK_REMOTE``."""
     spark_log_level: defaults.SparkLogLevel = defaults.SPARK_LOG_LEVEL
 
     def __post_init__(self) -> None:
@@ -121,6 +125,7 @@ class JobSpec:
         ):
             value = getattr(self, name)
             check(value in choices, name, f"must be one of {', '.join(choices)}, got {value!r}")
+        check_remote_option(self.remote)
         self._check_numbers()
         self._check_cost_options()
         check_failure_options(self)

@@ -13,14 +13,13 @@ import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any
 
 from spark_jobs.snapshots.namespace_progress import ProgressFolder
 from spark_jobs.snapshots.progress_record import ProgressRecord
 
 logger = logging.getLogger("enrich_job.progress")
 
-#: The longest the driver waits for killed tasks to end after a failed job.
+#: The longest the driver waits for killed tasks' last cuts after a failed job.
 TASKS_END_S = 30.0
 
 
@@ -32,7 +31,7 @@ class ProgressReporter:
     reporter started (from where it stood then, a resumed partition's earlier work left
     out), later lines the rate since the line before. When the block fails, ``settle``
     runs before the record is written once more (the driver waits there for Spark's
-    killed tasks, whose last cut may come after the failure).
+    killed tasks, whose last cut may come after the failure: :func:`records_settled`).
     """
 
     def __init__(
@@ -124,13 +123,35 @@ class ProgressReporter:
         return f"{(done - before[1]) / elapsed:.0f} rec/s{since}"
 
 
-def tasks_ended(spark: Any, timeout_s: float = TASKS_END_S, poll_s: float = 0.2) -> bool:
-    """Wait until no task of the application runs (killed ones of a failed job end a
-    moment later, after their last cut), at most ``timeout_s``; returns whether they did."""
-    tracker = spark.sparkContext.statusTracker()
-    deadline = time.monotonic() + timeout_s
-    while any(e.numRunningTasks for e in tracker.getExecutorInfos()):
-        if time.monotonic() >= deadline:
+def records_settled(
+    folder: ProgressFolder,
+    quiet_s: float,
+    timeout_s: float = TASKS_END_S,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], object] = time.sleep,
+) -> bool:
+    """Wait until the killed tasks of a failed job have made their last cut, at most
+    ``timeout_s``; returns whether the record settled.
+
+    Read from the progress record, not from Spark's status tracker (which needs a
+    ``SparkContext``, absent over Spark Connect): the record settles once no partition's
+    commit changed for ``quiet_s`` (longer than a snapshot interval: a task still running
+    would have cut by then)."""
+    deadline = clock() + timeout_s
+    seen = folder.refresh().partitions
+    quiet_since = clock()
+    while clock() - quiet_since < quiet_s:
+        if clock() >= deadline:
             return False
-        time.sleep(poll_s)
+        sleep(min(1.0, quiet_s / 4))
+        now = folder.refresh().partitions
+        if now != seen:
+            seen, quiet_since = now, clock()
     return True
+
+
+def settle_quiet_s(snapshot_interval: float) -> float:
+    """How long the record must stay unchanged to count as settled: two snapshot
+    intervals (a running task cuts once in each), at least a second, at most
+    :data:`TASKS_END_S`."""
+    return min(max(2 * snapshot_interval, 1.0), TASKS_END_S)

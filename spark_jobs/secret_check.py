@@ -49,6 +49,14 @@ def check_secrets(spec: JobSpec) -> None:
             ) from None
 
 
+def secret_variable_names(spec: JobSpec) -> list[str]:
+    """The environment variables the executors read the spec's secrets from."""
+    if spec.enricher:
+        return []
+    config = spec.http_config()
+    return [name for _, name in secret_variables(config.token_env, config.secret_headers)]
+
+
 def _in_spark_conf(variable: str) -> bool:
     if not under_spark_submit():  # python -m: reading it would start Spark
         return False

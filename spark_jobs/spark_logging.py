@@ -60,5 +60,10 @@ def quiet_builder(builder: Any, conf: Any) -> Any:
 
 
 def apply_level(spark: Any, level: str) -> None:
-    """Spark's level on a running session (covers a plain ``spark-submit``)."""
-    spark.sparkContext.setLogLevel(level)
+    """Spark's level on a running classic session (covers a plain ``spark-submit``).
+
+    A Spark Connect server's logging is the server's own: a client has no say in it."""
+    from spark_jobs.connect import is_connect
+
+    if not is_connect(spark):
+        spark.sparkContext.setLogLevel(level)

@@ -1,16 +1,21 @@
-"""The Spark session the job runs in: Java present, the executors' Python, and the
-settings that keep partition ids meaning the same rows in every attempt."""
+"""The Spark session the job runs in: Java present, the executors' Python (or a Spark
+Connect server's, ``connect.py``), and the settings that keep partition ids meaning the
+same rows in every attempt."""
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import sys
 from typing import Any
 
+from spark_jobs.connect import connect_session
 from spark_jobs.launch_conf import launch_conf
 from spark_jobs.option_values import SpecError
 from spark_jobs.spark_logging import quiet_builder
+
+logger = logging.getLogger(__name__)
 
 
 def check_java() -> None:
@@ -20,7 +25,17 @@ def check_java() -> None:
         )
 
 
-def spark_session(ship_env: str | None) -> Any:
+def spark_session(ship_env: str | None, remote: str | None = None) -> Any:
+    """The job's session: a Spark Connect client of ``remote`` (``sc://...``), else a
+    classic one (spark-submit's, or ``local[*]`` under ``python -m``)."""
+    spark = connect_session(remote) if remote else _classic_session(ship_env)
+    # Partition ids must mean the same rows in every attempt: no adaptive coalescing.
+    spark.conf.set("spark.sql.adaptive.enabled", "false")
+    spark.conf.set("spark.sql.shuffle.partitions", "8")  # only the small per-partition count
+    return spark
+
+
+def _classic_session(ship_env: str | None) -> Any:
     from pyspark.sql import SparkSession
 
     submitted = launch_conf()  # spark-submit's --master, --files, --conf
@@ -37,8 +52,18 @@ def spark_session(ship_env: str | None) -> Any:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if not submitted.contains("spark.master"):  # python -m, not spark-submit
         builder = builder.master(os.environ.get("SPARK_MASTER", "local[*]"))
-    spark = builder.getOrCreate()
-    # Partition ids must mean the same rows in every attempt: no adaptive coalescing.
-    spark.conf.set("spark.sql.adaptive.enabled", "false")
-    spark.conf.set("spark.sql.shuffle.partitions", "8")  # only the small per-partition count
-    return spark
+    return builder.getOrCreate()
+
+
+def cancel_running(spark: Any) -> None:
+    """Stop every running Spark operation of the job's session, from any thread (the
+    lease's heartbeat, when a successor took the namespace over).
+
+    The session's interrupt API, which Spark Connect has and classic Spark 4 too, not
+    ``SparkContext.cancelAllJobs`` (no ``SparkContext`` over Connect). The session is the
+    job's own, so all of its operations are this run's. A job tag would narrow it further,
+    but classic Spark 4.2 finds a tag only in the thread that added it (``interruptTag``
+    from the heartbeat's thread interrupts nothing), so the tag would work over Connect
+    alone."""
+    stopped = spark.interruptAll()
+    logger.warning("cancelled %d running Spark operation(s) of this run", len(stopped))

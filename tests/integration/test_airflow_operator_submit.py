@@ -153,3 +153,28 @@ def test_standalone_cluster_mode_submits_the_python_job_as_pythonrunner_over_res
     confs = [command[i + 1] for i, arg in enumerate(command) if arg == "--conf"]
     assert "spark.master.rest.enabled=true" in confs
     assert operator._get_hook()._build_spark_submit_command(operator.application) == command
+
+
+def test_over_spark_connect_the_token_of_the_connect_url_stays_hidden(monkeypatch):
+    """A ``spark_connect`` connection's password is a token in its URL: the operator's
+    master (used in messages and the secrets' route) hides it; the API's token goes by
+    environment to the Connect client, whose command line never holds it."""
+    connection = {"conn_type": "spark_connect", "host": "connect.example", "port": 443}
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SC",
+        json.dumps({**connection, "password": "sc-t0ken", "extra": {"use_ssl": True}}),
+    )
+    api_connection(monkeypatch, "s3cr3t-token")
+    operator = enrichment_operator(spark_connect_conn_id="sc")
+    master = operator._spark_master()
+    assert master == "sc://connect.example:443/;token=***;use_ssl=True"
+    env, args = EnrichmentApiHook().token_route(master)
+    assert env == {"ENRICHMENT_API_TOKEN": "s3cr3t-token"} and "s3cr3t-token" not in args
+
+
+def test_over_spark_connect_a_shipped_environment_is_refused_not_ignored(tmp_path):
+    pex = tmp_path / "enrich_env.pex"
+    pex.write_bytes(b"PK")
+    operator = enrichment_operator(spark_connect_conn_id="sc", ship_environment=str(pex))
+    with pytest.raises(ValueError, match="ship_environment: a PEX cannot become a Spark Connect"):
+        operator._submit({})

@@ -9,7 +9,7 @@ import logging
 import pyarrow as pa
 import pytest
 
-from spark_jobs.progress import ProgressReporter
+from spark_jobs.progress import TASKS_END_S, ProgressReporter, records_settled, settle_quiet_s
 from spark_jobs.snapshots import Manifest, NamespaceKey, SnapshotStore
 from spark_jobs.snapshots.namespace_progress import ProgressFolder
 
@@ -84,3 +84,42 @@ def test_every_line_leaves_the_record_the_readers_read(tmp_path, caplog):
     assert "progress: epoch 0: 100 of 2 000 records committed, 0 in flight" in caplog.text
     commit(store, 0, rows=400, epoch=4)
     assert reporter.final().done == 500 == store.progress_record(KEY).done
+
+
+def test_after_a_failed_job_the_record_settles_once_the_last_cuts_stop(tmp_path):
+    """No Spark status tracker (absent over Spark Connect): the killed tasks' last cuts
+    are waited for on the record itself, which settles once it stops changing."""
+    store = SnapshotStore(str(tmp_path))
+    folder = ProgressFolder(store, KEY, "run", partition_count=2, records_total=2000)
+    clock = Clock()
+    late_cuts = iter([(0, 50, 1), (1, 80, 1), (0, 90, 2)])  # a killed task cuts once more
+
+    def sleep(seconds: float) -> None:
+        clock.now += seconds
+        if (cut := next(late_cuts, None)) is not None:
+            commit(store, *cut)
+
+    assert records_settled(folder, quiet_s=2.0, clock=clock, sleep=sleep)
+    assert clock.now >= 100 + 3 * 0.5 + 2.0, "settled before the last cut"
+    assert {p.partition: p.done_rows for p in folder.refresh().partitions} == {0: 90, 1: 80}
+
+
+def test_a_record_that_never_settles_gives_up_after_the_timeout(tmp_path):
+    store = SnapshotStore(str(tmp_path))
+    folder = ProgressFolder(store, KEY, "run", partition_count=1, records_total=1000)
+    clock = Clock()
+    epochs = iter(range(1, 10_000))
+
+    def sleep(seconds: float) -> None:  # a task that goes on cutting
+        clock.now += seconds
+        epoch = next(epochs)
+        commit(store, 0, epoch, epoch)
+
+    assert not records_settled(folder, quiet_s=2.0, timeout_s=10.0, clock=clock, sleep=sleep)
+    assert clock.now == pytest.approx(110.0, abs=0.5)
+
+
+def test_the_quiet_time_spans_two_snapshot_intervals_within_limits():
+    assert settle_quiet_s(10.0) == 20.0
+    assert settle_quiet_s(0.1) == 1.0
+    assert settle_quiet_s(600.0) == TASKS_END_S
