@@ -107,8 +107,7 @@ class JobSpec:
     lease_wait: float = 3600.0
     """Seconds to wait for another live run of the namespace to finish before failing."""
     ship_env: str | None = None
-    """The packed runtime (``make dist``: ``dist/enrich_env.pex``) for executors that lack
-    the job's packages: shipped with the job and run as the executors' Python."""
+    """A packed runtime (``make dist``) shipped with the job, run as the executors' Python."""
     remote: str | None = None
     """A Spark Connect server, ``sc://host:port``: the job runs as its client (``connect.py``);
     None: ``SPARK_REMOTE``, else classic Spark. A URL with a token only in ``SPARK_REMOTE``."""
