@@ -25,6 +25,7 @@ from spark_jobs.http_options import http_config
 from spark_jobs.input_options import check_input_options, key_column_value
 from spark_jobs.option_values import SpecError, check, parse_duration, parse_response_field
 from spark_jobs.run_failures import check_failure_options
+from spark_jobs.telemetry import check_telemetry_options
 
 # With the HTTP enricher the operator's queue holds this many times ``capacity``: records
 # finished behind a slow one (ordered mode, a Retry-After, a stall) keep waiting for their
@@ -104,6 +105,11 @@ class JobSpec:
     """The packed runtime (``make dist``: ``dist/enrich_env.pex``) for executors that lack
     the job's packages: shipped with the job and run as the executors' Python."""
     spark_log_level: defaults.SparkLogLevel = defaults.SPARK_LOG_LEVEL
+    otel_endpoint: str | None = None
+    """OTLP/HTTP collector for the workers' metrics (``telemetry/``); off when None."""
+    otel_interval: float = defaults.OTEL_INTERVAL_S
+    lineage_parent: dict[str, str] = field(default_factory=dict)
+    """The Airflow task's OpenLineage job, set by the driver (``lineage_parent.py``)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "input_options", check_input_options(self.input_options))
@@ -119,6 +125,7 @@ class JobSpec:
         self._check_numbers()
         self._check_cost_options()
         check_failure_options(self)
+        check_telemetry_options(self)
         for name in REQUIRED:
             check(bool(getattr(self, name)), name, "is required")
         self._check_enrichment()
