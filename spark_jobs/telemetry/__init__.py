@@ -160,14 +160,14 @@ def check_telemetry_options(spec: TelemetryOptions) -> None:
     if not spec.otel_endpoint:
         return
     parts = urlsplit(spec.otel_endpoint)
-    check(
-        parts.scheme in ("http", "https") and bool(parts.hostname),
-        "otel_endpoint",
-        f"must be an http(s) URL such as http://collector:4318, got {spec.otel_endpoint!r}",
-    )
-    check(
+    check(  # before anything that quotes the URL
         not (parts.username or parts.password or parts.query),
         "otel_endpoint",
         "must not hold credentials or a query; give collector headers in "
         "OTEL_EXPORTER_OTLP_HEADERS",
+    )
+    check(
+        parts.scheme in ("http", "https") and bool(parts.hostname),
+        "otel_endpoint",
+        f"must be an http(s) URL such as http://collector:4318, got {spec.otel_endpoint!r}",
     )
