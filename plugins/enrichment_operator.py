@@ -30,6 +30,7 @@ from plugins.links import SnapshotProgressLink
 from plugins.namespace import namespace_key
 from plugins.progress_reporter import reporting_progress
 from plugins.spark_master import spark_master
+from plugins.task_metrics import emit_task_metrics
 from spark_jobs import defaults
 from spark_jobs.spark_logging import with_java_options
 
@@ -232,9 +233,18 @@ class ResumableEnrichmentOperator(SparkSubmitOperator):
             raise AirflowException(f"enrich_job failed; {next_try}.\n{error}") from error
         summary = api.read_summary(self.output_path)
         self.log.info("enrichment summary: %s", json.dumps(summary, sort_keys=True))
+        self.summary, self.api_url = summary, api.url_template(self.url_path)  # for lineage
+        emit_task_metrics(summary, self.dag_id, self.task_id)
         for outlet in self.outlets:
             context["outlet_events"][outlet].extra = {k: summary.get(k) for k in ASSET_EVENT_KEYS}
         return summary
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """Inputs (files, the API), outputs (result, dead letters), counts and cost, for
+        Airflow's OpenLineage provider (``plugins/lineage.py``)."""
+        from plugins.lineage import lineage_on_complete
+
+        return lineage_on_complete(self.input_path, self.output_path, self.api_url, self.summary)
 
     def _spark_master(self) -> str:
         """The master the Spark provider will submit to, resolved by its own rule."""

@@ -71,7 +71,7 @@ def _points(metric: Any, resource: dict[str, Any]) -> list[Point]:
             "attributes": _attributes(point.attributes),
             "time": point.time_unix_nano,
         }
-        if kind == "histogram":
+        if kind in ("histogram", "exponential_histogram", "summary"):
             found.append(Point(**common, count=point.count, total=point.sum))
         else:
             number = point.as_int if point.WhichOneof("value") == "as_int" else point.as_double
