@@ -154,6 +154,7 @@ def endpoint_from_environment(endpoint: str | None) -> str | None:
 def check_telemetry_options(spec: TelemetryOptions) -> None:
     """An endpoint is an http(s) base URL without credentials or query (it is logged and
     goes on the command line; collector headers come from OTEL_EXPORTER_OTLP_HEADERS)."""
+    from importlib.util import find_spec
     from urllib.parse import urlsplit
 
     check(spec.otel_interval > 0, "otel_interval", f"must be > 0, got {spec.otel_interval!r}")
@@ -170,4 +171,11 @@ def check_telemetry_options(spec: TelemetryOptions) -> None:
         parts.scheme in ("http", "https") and bool(parts.hostname),
         "otel_endpoint",
         f"must be an http(s) URL such as http://collector:4318, got {spec.otel_endpoint!r}",
+    )
+    check(
+        find_spec("opentelemetry.sdk") is not None
+        and find_spec("opentelemetry.exporter.otlp.proto.http") is not None,
+        "otel_endpoint",
+        "needs opentelemetry-sdk and opentelemetry-exporter-otlp-proto-http where the job "
+        "runs (pip install 'resumable-enrichment[otel]'; make dist packs them)",
     )

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import pyarrow as pa
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import SERVICE_INSTANCE_ID, SERVICE_NAME, Resource
@@ -64,17 +64,17 @@ class HttpRequestObserver:
     requests to one server (the enricher's URLs never change host: redirects are
     same-origin only)."""
 
-    def __init__(self, provider_meter: Any, url_template: str) -> None:
+    def __init__(self, meter: Meter, url_template: str) -> None:
         parts = urlsplit(url_template)
         port = parts.port or (443 if parts.scheme == "https" else 80)
         self._server = {"server.address": parts.hostname or "", "server.port": port}
-        self._duration = provider_meter.create_histogram(
+        self._duration = meter.create_histogram(
             "http.client.request.duration",
             unit="s",
             description="Duration of HTTP client requests.",
             explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
         )
-        self._active = provider_meter.create_up_down_counter(
+        self._active = meter.create_up_down_counter(
             "http.client.active_requests",
             unit="{request}",
             description="Number of active HTTP requests.",
