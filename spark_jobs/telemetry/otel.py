@@ -8,29 +8,28 @@ The ``PeriodicExportingMetricReader`` aggregates in the worker and exports every
 partition that ends (or fails) between two intervals loses nothing. Export failures are
 the SDK's to log: they never fail the job.
 
-The HTTP client instruments follow OpenTelemetry's stable HTTP semantic conventions;
-everything of this job's own is under ``enrichment.``.
+The HTTP client's metrics follow OpenTelemetry's stable HTTP semantic conventions and are
+aggregated outside the SDK's instruments (``http_client.py``: a ``record()`` per request
+would cost a worker a fair share of its CPU); counters the enricher keeps anyway are read
+by observable instruments at each export; everything of this job's own is under
+``enrichment.``. Sums and histograms are cumulative per partition attempt.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-from opentelemetry.metrics import CallbackOptions, Meter, Observation
+from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import SERVICE_INSTANCE_ID, SERVICE_NAME, Resource
 
-T = TypeVar("T")
+from .http_client import HttpClientMetrics, WithHttpClientMetrics
 
 SERVICE = "resumable-enrichment"
-#: The semantic conventions' advice for ``http.client.request.duration`` (seconds).
-DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10)
 #: Snapshot commits take longer than a request: storage round trips, up to minutes.
 COMMIT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 #: Enricher counters (keys of its ``stats``) exported as monotonic counters: name,
@@ -59,49 +58,6 @@ _COUNTERS: tuple[tuple[str, str, tuple[tuple[str, Mapping[str, str]], ...]], ...
 )
 
 
-class HttpRequestObserver:
-    """``http.client.request.duration`` and ``http.client.active_requests`` for the
-    requests to one server (the enricher's URLs never change host: redirects are
-    same-origin only)."""
-
-    def __init__(self, meter: Meter, url_template: str) -> None:
-        parts = urlsplit(url_template)
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        self._server = {"server.address": parts.hostname or "", "server.port": port}
-        self._duration = meter.create_histogram(
-            "http.client.request.duration",
-            unit="s",
-            description="Duration of HTTP client requests.",
-            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
-        )
-        self._active = meter.create_up_down_counter(
-            "http.client.active_requests",
-            unit="{request}",
-            description="Number of active HTTP requests.",
-        )
-
-    async def timed(self, method: str, request: Awaitable[T]) -> T:
-        attributes: dict[str, Any] = {"http.request.method": method, **self._server}
-        self._active.add(1, attributes)
-        started = time.monotonic()
-        try:
-            reply = await request
-        except BaseException as error:  # cancelled (a hedge lost, a timeout) too
-            self._active.add(-1, attributes)
-            self._duration.record(
-                time.monotonic() - started, {**attributes, "error.type": type(error).__name__}
-            )
-            raise
-        self._active.add(-1, attributes)
-        status = getattr(reply, "status", None)
-        if status is not None:
-            attributes["http.response.status_code"] = status
-            if status >= 400:  # the conventions: a status code of an error is its type
-                attributes["error.type"] = str(status)
-        self._duration.record(time.monotonic() - started, attributes)
-        return reply
-
-
 class OtelPartitionTelemetry:
     """The metrics of one partition attempt, exported to ``endpoint`` (an OTLP/HTTP base
     URL: ``/v1/metrics`` is appended, as for ``OTEL_EXPORTER_OTLP_ENDPOINT``)."""
@@ -121,8 +77,11 @@ class OtelPartitionTelemetry:
         resource = Resource.create(
             {SERVICE_NAME: SERVICE, SERVICE_INSTANCE_ID: identity, **attributes}
         )
-        exporter = OTLPMetricExporter(endpoint=f"{endpoint.rstrip('/')}/v1/metrics")
-        reader = PeriodicExportingMetricReader(exporter, export_interval_millis=interval * 1000)
+        otlp = OTLPMetricExporter(endpoint=f"{endpoint.rstrip('/')}/v1/metrics")
+        self._exporter = WithHttpClientMetrics(otlp, resource)
+        reader = PeriodicExportingMetricReader(
+            self._exporter, export_interval_millis=interval * 1000
+        )
         self._provider = MeterProvider(
             metric_readers=[reader], resource=resource, shutdown_on_exit=False
         )
@@ -171,8 +130,10 @@ class OtelPartitionTelemetry:
         requests = int(self._counters().get("requests_made", 0))
         return [Observation(requests * self._cost_per_request)]
 
-    def request_observer(self, url_template: str) -> HttpRequestObserver:
-        return HttpRequestObserver(self._meter, url_template)
+    def request_observer(self, url_template: str) -> HttpClientMetrics:
+        client = HttpClientMetrics(self._meter, url_template)
+        self._exporter.clients.append(client)
+        return client
 
     def watch(self, counters: Callable[[], Mapping[str, Any]]) -> None:
         self._counters = counters
