@@ -182,3 +182,49 @@ async def test_a_spark_runs_exported_counts_equal_its_summary(tmp_path):
     assert resources == {(0, "metrics1"), (1, "metrics1")}
     assert {p.resource["enrichment.dag_id"] for p in points} == {"daily"}
     assert len(data) == 244 and len(dead) == 6
+
+
+def test_a_failed_partition_exports_its_metrics_and_its_resume_counts_the_replay(tmp_path):
+    """The partition runner without Spark: an outage fails the attempt, whose last export
+    still reaches the receiver (the interval alone would have sent nothing); the resumed
+    attempt reports the records it replayed from the snapshot."""
+    from spark_jobs.snapshots import NamespaceKey, SnapshotStore
+
+    from ..unit import test_partition_runner as runner_tests
+
+    with OtlpReceiver() as receiver:
+        spec = runner_tests.make_spec(
+            str(tmp_path),
+            "unordered",
+            40,
+            max_attempts=2,
+            outage_threshold=5,
+            enricher="tests.unit.test_partition_runner:outage_from",
+            otel_endpoint=receiver.url,
+            otel_interval=600,
+        )
+        runner_tests.CALLS.clear()
+        runner_tests.API_DOWN["from"] = "k0120"
+        try:
+            with pytest.raises(runner_tests.ApiOutageError):
+                runner_tests.run_partition(spec, 300, None, "a0")
+            calls = sum(runner_tests.CALLS.values())
+            runner_tests.API_DOWN["from"] = None
+            runner_tests.run_partition(spec, 300, None, "a1")
+        finally:
+            runner_tests.API_DOWN["from"] = None
+        points = receiver.latest()
+    store = SnapshotStore(str(tmp_path)).partition(NamespaceKey("d", "t", "i"), 0)
+
+    def of(attempt: str, metric: str) -> float:
+        return sum(
+            p.value or 0
+            for p in points
+            if p.metric == metric and p.resource["enrichment.attempt"] == attempt
+        )
+
+    assert of("a0", "enrichment.requests") == calls > 0
+    assert 0 < of("a0", "enrichment.records.enriched") < 300
+    assert of("a1", "enrichment.records.replayed") == of("a0", "enrichment.records.enriched")
+    done = of("a0", "enrichment.records.enriched") + of("a1", "enrichment.records.enriched")
+    assert done == store.latest().committed_rows == 300
