@@ -50,7 +50,8 @@ test-under-load: $(STAMP)
 dist: $(STAMP)
 	rm -rf dist && mkdir -p dist
 	$(PY) -m pip wheel --quiet --no-deps --wheel-dir dist .
-	$(VENV)/bin/pex dist/resumable_enrichment-*.whl s3fs --constraints constraints.txt \
+	$(VENV)/bin/pex dist/resumable_enrichment-*.whl s3fs opentelemetry-sdk \
+		opentelemetry-exporter-otlp-proto-http --constraints constraints.txt \
 		--inherit-path=fallback --output-file dist/enrich_env.pex
 	ls -l dist
 

@@ -197,6 +197,8 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         self.method, self.body_template, self.bearer_token = method, body_template, bearer_token
         self.headers, self.secret_headers = dict(headers or {}), dict(secret_headers or {})
         self.spark_log_level = spark_log_level
+        self.summary: dict[str, Any] = {}  # set by finish_run, for lineage
+        self.api_url = ""
 
     def _refuse_bad_arguments(self, url_path: str) -> None:
         if self.application_args:  # also from default_args: it would be replaced silently
@@ -241,6 +243,13 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
 
     def on_kill(self) -> None:
         return super().on_kill() if self._connect is None else self._connect.kill()
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """Inputs (files, the API), outputs (result, dead letters), counts and cost, for
+        Airflow's OpenLineage provider (``plugins/lineage.py``)."""
+        from plugins.lineage import lineage_on_complete
+
+        return lineage_on_complete(self.input_path, self.output_path, self.api_url, self.summary)
 
     def _spark_master(self) -> str:
         """The master the Spark provider will submit to, resolved by its own rule."""

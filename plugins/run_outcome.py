@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 from airflow.sdk.exceptions import AirflowException
 
 from plugins.enrichment_hook import EnrichmentApiHook
+from plugins.task_metrics import emit_task_metrics
 from spark_jobs.snapshots import NamespaceKey
 
 #: Summary counts put on the outlets' Asset events.
@@ -35,6 +36,8 @@ def finish_run(op: Any, context: Any, api: EnrichmentApiHook) -> dict[str, Any]:
     """The published summary, logged and put on the outlets' Asset events."""
     summary = api.read_summary(op.output_path)
     op.log.info("enrichment summary: %s", json.dumps(summary, sort_keys=True))
+    op.summary, op.api_url = summary, api.url_template(op.url_path)  # for lineage
+    emit_task_metrics(summary, op.dag_id, op.task_id)
     for outlet in op.outlets:
         context["outlet_events"][outlet].extra = {k: summary.get(k) for k in ASSET_EVENT_KEYS}
     return summary

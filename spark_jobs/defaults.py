@@ -42,6 +42,8 @@ THROTTLE_SHARE = 0.1
 send, halve the concurrency). 10 of 100: random 429s of 2 % of calls reach it with a
 probability of 3e-5 per window (binomial), a rate above a limit at once."""
 SNAPSHOT_INTERVAL_S = 10.0
+OTEL_INTERVAL_S = 10.0
+"""Seconds between two exports of a worker's metrics (and one more at partition end)."""
 CACHE_TTL = "1d"
 CACHE_KEY_ENV = "ENRICHMENT_CACHE_KEY"
 """The environment variable holding the key that signs the response cache's entries

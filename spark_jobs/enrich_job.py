@@ -29,6 +29,7 @@ from spark_jobs.input_options import reader_identity
 from spark_jobs.input_reader import read_input
 from spark_jobs.job_cli import parse_args
 from spark_jobs.job_spec import JobSpec, SpecError
+from spark_jobs.lineage_parent import with_lineage_parent
 from spark_jobs.progress import ProgressReporter, records_settled, settle_quiet_s
 from spark_jobs.publish import discard, publish, set_aside, staging_for
 from spark_jobs.run_failures import RunFailed, dead_letter_ceiling, fail_if, systemic_failure
@@ -111,6 +112,7 @@ def run(spark: Any, spec: JobSpec) -> dict[str, Any]:
     """The whole job on an existing session, holding the namespace's lease; returns the
     summary it also publishes."""
     run_id = spec.run_id or uuid.uuid4().hex[:12]
+    spec = with_lineage_parent(spec, spark_conf(spark))  # the Airflow task that runs this
     store = SnapshotStore(spec.snapshot_dir)
     key = NamespaceKey(spec.dag_id, spec.task_id, spec.interval_start)
     if spec.retry_dead_letters:  # its own namespace: never the original run's snapshots

@@ -24,6 +24,7 @@ from spark_jobs.http_options import ATTEMPT_DEADLINE_SHARES
 from spark_jobs.job_spec import QUEUE_FACTOR, JobSpec
 from spark_jobs.snapshots.lease import MAX_TTL_S
 from spark_jobs.spec_sources import HTTP_FLAGS, merge_options
+from spark_jobs.telemetry import ENDPOINT_VARIABLE, endpoint_from_environment
 
 
 def option_defaults() -> dict[str, Any]:
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_call_options(_Options(parser))
     _add_run_options(_Options(parser))
     _add_failure_options(_Options(parser))
+    _add_telemetry_options(_Options(parser))
     return parser
 
 
@@ -282,9 +284,21 @@ def _add_failure_options(add: _Options) -> None:
     )
 
 
+def _add_telemetry_options(add: _Options) -> None:
+    """The workers' metrics (README "Watching it run")."""
+    add(
+        "--otel-endpoint",
+        metavar="URL",
+        help="OTLP/HTTP collector base URL for the workers' metrics, e.g. "
+        f"http://collector:4318 (default: ${ENDPOINT_VARIABLE}, else off)",
+    )
+    add("--otel-interval", type=float, help="seconds between two exports of a worker's metrics")
+
+
 def parse_args(argv: list[str] | None = None) -> JobSpec:
     """Flags over spec file over defaults; raises SpecError naming the bad option."""
     values, spec_path = merge_options(vars(build_parser().parse_args(argv)))
+    values["otel_endpoint"] = endpoint_from_environment(values.get("otel_endpoint"))
     spec = JobSpec.from_mapping(values, source=spec_path or "command line")
     spec.check_driver_files()
     return spec

@@ -29,6 +29,7 @@ from spark_jobs.path_overlap import check_separate_paths
 from spark_jobs.run_failures import check_failure_options
 from spark_jobs.run_options import check_run_options
 from spark_jobs.snapshots.paths import MAX_PARTITIONS
+from spark_jobs.telemetry import check_telemetry_options
 
 # With the HTTP enricher the operator's queue holds this many times ``capacity``: records
 # finished behind a slow one (ordered mode, a Retry-After, a stall) keep waiting for their
@@ -112,6 +113,11 @@ class JobSpec:
     """A Spark Connect server, ``sc://host:port``: the job runs as its client (``connect.py``);
     None: ``SPARK_REMOTE``, else classic Spark. A URL with a token only in ``SPARK_REMOTE``."""
     spark_log_level: defaults.SparkLogLevel = defaults.SPARK_LOG_LEVEL
+    otel_endpoint: str | None = None
+    """OTLP/HTTP collector for the workers' metrics (``telemetry/``); off when None."""
+    otel_interval: float = defaults.OTEL_INTERVAL_S
+    lineage_parent: dict[str, str] = field(default_factory=dict)
+    """The Airflow task's OpenLineage job, set by the driver (``lineage_parent.py``)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "input_options", check_input_options(self.input_options))
@@ -128,6 +134,7 @@ class JobSpec:
         self._check_numbers()
         self._check_cost_options()
         check_failure_options(self)
+        check_telemetry_options(self)
         for name in REQUIRED:
             check(bool(getattr(self, name)), name, "is required")
         self._check_enrichment()

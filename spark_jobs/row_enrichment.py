@@ -24,6 +24,7 @@ from spark_jobs.input_lines import describe_lines, record_lines
 from spark_jobs.input_options import CORRUPT_RECORD
 from spark_jobs.job_spec import JobSpec, parse_duration
 from spark_jobs.response_cache import ResponseCache
+from spark_jobs.telemetry import NO_TELEMETRY, PartitionTelemetry
 
 logger = logging.getLogger(__name__)
 
@@ -95,14 +96,18 @@ async def open_row_enrichment(
     partition: int,
     request_budget: RequestBudget | None = None,
     answered: LruCache[dict[str, Any]] | None = None,
+    telemetry: PartitionTelemetry = NO_TELEMETRY,
 ) -> AsyncIterator[RowEnrichment]:
     """Open the spec's enrichment (one HTTP session, or the user's function) for a partition,
     with the partition's part of the response cache when ``cache_dir`` is set. Once
     ``request_budget`` is spent, a call raises ``BudgetExhausted`` instead. ``answered``
-    starts the HTTP enricher's LRU cache (answers a resumed partition already paid for)."""
+    starts the HTTP enricher's LRU cache (answers a resumed partition already paid for).
+    ``telemetry`` times the requests and reads the enrichment's counters."""
     if spec.enricher:
         async with open_user_function(spec.enricher) as user_function:
-            yield _user_enrichment(spec, user_function, request_budget)
+            enrichment = _user_enrichment(spec, user_function, request_budget)
+            telemetry.watch(enrichment.counters)
+            yield enrichment
         return
     stored = None
     if spec.cache_dir:
@@ -123,7 +128,11 @@ async def open_row_enrichment(
         )
         await asyncio.to_thread(stored.load)
     try:
-        async with HttpEnricher(spec.http_config(), stored, request_budget, answered) as enrich:
+        config = spec.http_config()
+        async with HttpEnricher(config, stored, request_budget, answered) as enrich:
+            url = config.batch.url_template if config.batch else config.url_template
+            enrich.observe_requests(telemetry.request_observer(url or ""))
+            telemetry.watch(lambda: enrich.stats)
             yield RowEnrichment(
                 _guarded(spec, enrich), lambda: _http_counters(enrich.stats), stored
             )

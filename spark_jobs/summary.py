@@ -79,6 +79,8 @@ def build_summary(
         "output": spec.output,
     }
     summary["cost"] = cost_report(partitions, spec.cost_per_request, accounting.totals)
+    if spec.lineage_parent:  # the Airflow task's OpenLineage run (``lineage_parent.py``)
+        summary["lineage_parent"] = dict(spec.lineage_parent)
     if stopped:
         done = summary["enriched"] + summary["dead_letters"]
         summary.update(

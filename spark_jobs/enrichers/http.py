@@ -44,6 +44,8 @@ from .templates import UrlTemplate
 if TYPE_CHECKING:
     import aiohttp
 
+    from spark_jobs.telemetry import RequestObserver
+
 Output = dict[str, Any]
 
 
@@ -247,6 +249,10 @@ class HttpEnricher:
 
     # -- observability ----------------------------------------------------------------
 
+    def observe_requests(self, observer: RequestObserver | None) -> None:
+        """Time every request with ``observer`` (telemetry on); None leaves them untimed."""
+        self._sender.observer = observer
+
     @property
     def stats(self) -> dict[str, Any]:
         """Counters since the enricher was created, as plain (JSON-ready) data."""
@@ -266,5 +272,6 @@ class HttpEnricher:
             "rate_decreases": sender.rate.decreases,
             "batches_sent": self.batches_sent,
             "hedges_sent": sender.hedges_sent,
+            "retries_by_reason": dict(sender.retries_by_reason),
             "response_cache_hits": self.stored_hits,
         }

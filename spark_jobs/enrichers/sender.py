@@ -10,6 +10,7 @@ import time
 import zlib
 from collections import Counter
 from collections.abc import Awaitable
+from typing import TYPE_CHECKING
 
 import aiohttp
 
@@ -39,6 +40,9 @@ from .redirects import REDIRECT_STATUSES, Hop, RedirectRefused, next_hop
 from .request_budget import RequestBudget
 from .secrets import Secret
 from .session import open_session
+
+if TYPE_CHECKING:
+    from spark_jobs.telemetry import RequestObserver
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +78,8 @@ class RequestSender:
         self.retryable_errors = 0
         self.throttled = 0
         self.hedges_sent = 0
+        self.retries_by_reason: Counter[str] = Counter()
+        self.observer: RequestObserver | None = None  # set when telemetry is on
 
     def open(self) -> None:
         if self.session is not None:
@@ -207,7 +213,11 @@ class RequestSender:
         self.requests_made += 1
         rate.sending()
         started = time.monotonic()
-        reply = await self._attempt(session, method, url, body)
+        observer = self.observer
+        if observer is None:
+            reply = await self._attempt(session, method, url, body)
+        else:
+            reply = await observer.timed(method, self._attempt(session, method, url, body))
         hint = quota_hint(reply.headers)
         if hint is not None:
             rate.observe_quota(hint, started)
@@ -278,6 +288,7 @@ class RequestSender:
 
     def _retryable(self, error: RetryableError) -> RetryableError:
         self.retryable_errors += 1
+        self.retries_by_reason[type(error).__name__] += 1
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("retryable: %s", error)
         return error

@@ -21,18 +21,30 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 
 from spark_jobs.asyncwait import OperatorSnapshot
+from spark_jobs.job_spec import JobSpec
 from spark_jobs.response_cache import Answers, ResponseCache
 from spark_jobs.snapshots import AttemptRecorder, Manifest, PartitionSnapshots
+from spark_jobs.telemetry import NO_TELEMETRY, PartitionTelemetry
 
-from .epoch import Epoch
+from .epoch import ERROR_COLUMN, Epoch
 from .task import PartitionTask
 
 logger = logging.getLogger(__name__)
+
+
+class PartitionRunnerParts(Protocol):
+    """What the committer takes from the partition runner (``runner.py``)."""
+
+    snapshots: PartitionSnapshots
+    schema: pa.Schema
+    spec: JobSpec
+
+    def check_lease(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -83,6 +95,25 @@ class SnapshotCommitter:
         self._write_task: asyncio.Future[Manifest] | None = None
         self._last_cut = time.monotonic()
         self.stored: ResponseCache | None = None
+        self.telemetry: PartitionTelemetry = NO_TELEMETRY
+
+    @classmethod
+    def for_attempt(
+        cls,
+        runner: PartitionRunnerParts,
+        task: PartitionTask,
+        resumed: Manifest | None,
+        telemetry: PartitionTelemetry,
+    ) -> SnapshotCommitter:
+        """The committer of one attempt: the spec's cut policy, the attempt's own record."""
+        snapshots, spec = runner.snapshots, runner.spec
+        policy = CutPolicy(spec.snapshot_interval, spec.snapshot_max_rows)
+        recorder = snapshots.attempt_ledger().recorder(task.partition, task.attempt, task.run_id)
+        committer = cls(
+            snapshots, runner.schema, task, resumed, policy, runner.check_lease, recorder
+        )
+        committer.telemetry = telemetry
+        return committer
 
     def begin(self) -> None:
         """Record the attempt before its first call (blocking): one that dies before its
@@ -136,7 +167,12 @@ class SnapshotCommitter:
                 ("dead_letters", cut.epoch.dead_letters),
             )
         ]
+        started = time.monotonic()
         committed = self.writer.commit(self._next_manifest(cut), new, self.check_lease)
+        epoch, seconds = cut.epoch, time.monotonic() - started
+        errors = [batch.column(ERROR_COLUMN) for batch in epoch.dead_letters]
+        enriched = sum(batch.num_rows for batch in epoch.results)
+        self.telemetry.committed(enriched, errors, seconds, self.writer.last_commit_bytes)
         self.last_committed = committed
         logger.info(
             "partition %d: committed epoch %d: %d of %s records, %d in flight",

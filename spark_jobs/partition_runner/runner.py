@@ -32,9 +32,10 @@ from spark_jobs.enrichers import default_retry_strategy
 from spark_jobs.job_spec import JobSpec
 from spark_jobs.row_enrichment import open_row_enrichment
 from spark_jobs.snapshots import LeaseError, Manifest, PartitionSnapshots
+from spark_jobs.telemetry import partition_telemetry
 
 from .budget import BudgetStop
-from .committer import Cut, CutPolicy, SnapshotCommitter
+from .committer import Cut, SnapshotCommitter
 from .epoch import EpochBuffer
 from .gc_pacing import paced_collections
 from .input import (
@@ -108,11 +109,14 @@ class PartitionRunner:
             )
             manifest = None
         attempt = _Attempt(self, task, manifest)
-        if manifest is not None:
-            async for batch in attempt.replay(manifest):
+        try:
+            if manifest is not None:
+                async for batch in attempt.replay(manifest):
+                    yield batch
+            async for batch in attempt.enrich(indexed_rows(batches)):
                 yield batch
-        async for batch in attempt.enrich(indexed_rows(batches)):
-            yield batch
+        finally:  # the partition's last export, when it ends and when it fails
+            await asyncio.to_thread(attempt.telemetry.close)
 
 
 class _Attempt:
@@ -126,6 +130,7 @@ class _Attempt:
         self.runner, self.task, self.resumed = runner, task, resumed
         self.watermark = resumed.watermark if resumed is not None else None
         self.stats = RunStats(resumed, task.run_id)
+        self.telemetry = partition_telemetry(spec, task.partition, task.attempt, task.run_id)
         self.inputs = InputRows()
         self.outage = OutageDetector(spec.outage_threshold, task.partition)
         self.systemic = SystemicDetector(
@@ -133,13 +138,7 @@ class _Attempt:
         )
         self.budget = BudgetStop.of(spec, runner.snapshots, task)
         self.buffer = EpochBuffer(runner.schema, runner.enrichment_fields)
-        policy = CutPolicy(spec.snapshot_interval, spec.snapshot_max_rows)
-        recorder = runner.snapshots.attempt_ledger().recorder(
-            task.partition, task.attempt, task.run_id
-        )
-        self.committer = SnapshotCommitter(
-            runner.snapshots, runner.schema, task, resumed, policy, runner.check_lease, recorder
-        )
+        self.committer = SnapshotCommitter.for_attempt(runner, task, resumed, self.telemetry)
         self.operator: AsyncWaitOperator | None = None
         self.paid = PaidAnswers(spec)  # what a resume already paid for: its LRU to start
 
@@ -149,6 +148,7 @@ class _Attempt:
             self.paid.replayed(batch)
             yield batch
         self.stats.replayed += pending_outcomes(manifest)
+        self.telemetry.replayed(self.stats.replayed)
         logger.info(
             "partition %d: resuming epoch %d: %d records replayed, %d in flight, input offset %d",
             self.task.partition,
@@ -176,7 +176,9 @@ class _Attempt:
     ) -> AsyncIterator[pa.RecordBatch]:
         spec, budget = self.runner.spec, self.budget.allowance
         await asyncio.to_thread(self.committer.begin)
-        opened = open_row_enrichment(spec, self.task.partition, budget, self.paid.answered)
+        opened = open_row_enrichment(
+            spec, self.task.partition, budget, self.paid.answered, self.telemetry
+        )
         async with opened as enrichment:
             self.stats.counters, self.committer.stored = enrichment.counters, enrichment.stored
 

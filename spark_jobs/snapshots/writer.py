@@ -74,6 +74,7 @@ class PartitionWriter:
         self._blocks: dict[tuple[str, int], bytes] = {}  # own inline rows since the base
         self._recent: deque[frozenset[str]] = deque(maxlen=2)  # what the last two need
         self._own: set[str] = set()  # files written here and not deleted yet
+        self.last_commit_bytes = 0  # what the last commit wrote: segments and the commit
 
     def commit(
         self,
@@ -86,6 +87,7 @@ class PartitionWriter:
         segment. ``before_commit`` runs right before the commit is written (the lease
         check: a fenced-off run raises there and commits nothing)."""
         committed = dataclasses.replace(manifest, committed_at=datetime.now(UTC))
+        self.last_commit_bytes = 0
         path = commit_path(manifest.input_offset, manifest.epoch, self.attempt, _token(8))
         base = self._base
         is_base = (
@@ -110,6 +112,7 @@ class PartitionWriter:
         before_commit()
         directory, name = path.rsplit("/", 1)
         write_atomically(self._fs, f"{self._path}/{directory}", name, data)
+        self.last_commit_bytes += len(data)
         self._own.add(path)
         self._advance(path, data, segments, is_base)
         return dataclasses.replace(committed, segments=segments)
@@ -149,6 +152,7 @@ class PartitionWriter:
         ref = SegmentRef(relative, kind, table.num_rows, sha256_hex(data), len(data), level=level)
         directory = relative.rsplit("/", 1)[0]
         write_new_file(self._fs, f"{self._path}/{directory}", basename(relative), data)
+        self.last_commit_bytes += len(data)
         self._own.add(relative)
         return ref
 
