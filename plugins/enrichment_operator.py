@@ -179,15 +179,13 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         self.input_path = input_path
         self.output_path = output_path
         self.key_column = key_column if isinstance(key_column, str) else ",".join(key_column)
-        self.url_path = url_path
-        self.response_fields = dict(response_fields)
+        self.url_path, self.response_fields = url_path, dict(response_fields)
         self.api_conn_id = api_conn_id
         self._connect = ConnectJobRun(spark_connect_conn_id) if spark_connect_conn_id else None
         self.resume = resume
         self.partitions, self.capacity = partitions, capacity
         self.input_format, self.event_time_column = input_format, event_time_column
-        self.snapshot_root = snapshot_root
-        self.ship_environment = ship_environment
+        self.snapshot_root, self.ship_environment = snapshot_root, ship_environment
         self.cache_dir, self.cache_ttl = cache_dir, cache_ttl
         self.max_requests, self.cost_per_request = max_requests, cost_per_request
         self.input_options = dict(input_options or {})
