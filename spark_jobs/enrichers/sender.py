@@ -16,6 +16,7 @@ import aiohttp
 from spark_jobs.asyncwait import untimed
 
 from .attempt import AttemptLimits, AttemptTimeout, BodyTooLarge, Reply, UnsupportedEncoding, send
+from .call_pacing import CallPacing
 from .config import HttpEnricherConfig
 from .errors import (
     RETRYABLE_4XX,
@@ -49,6 +50,7 @@ class RequestSender:
 
     def __init__(self, config: HttpEnricherConfig, request_budget: RequestBudget | None) -> None:
         self.config = config
+        self.pacing: CallPacing | None = None  # admits and settles each call when set
         self.session: aiohttp.ClientSession | None = None
         self._secrets: list[Secret] = []
         self._budget = request_budget
@@ -195,7 +197,22 @@ class RequestSender:
         self, session: aiohttp.ClientSession, method: str, url: str, body: str | None, paced: bool
     ) -> tuple[Reply, float, QuotaHint | None]:
         """One paid call: its rate slot (taken already when ``paced``), a request of the
-        budget, the attempt; (reply, when it was sent, its rate-limit headers)."""
+        budget, the attempt; (reply, when it was sent, its rate-limit headers). A
+        ``pacing`` admits the call first (a wait for its tokens must not hold a rate
+        slot), and its reply (None: no answer) settles it."""
+        pacing = self.pacing
+        if pacing is None:
+            return await self._paid(session, method, url, body, paced)
+        admitted, reply = await pacing.admit(body), None
+        try:
+            reply, started, hint = await self._paid(session, method, url, body, paced)
+        finally:
+            pacing.settle(admitted, reply, self.rate)
+        return reply, started, hint
+
+    async def _paid(
+        self, session: aiohttp.ClientSession, method: str, url: str, body: str | None, paced: bool
+    ) -> tuple[Reply, float, QuotaHint | None]:
         rate = self.rate
         if not paced:
             wait = rate.reserve()
