@@ -177,7 +177,10 @@ def _handler(kind: str) -> Any:
 
 async def _stats(request: web.Request) -> web.Response:
     api = request.app[STATE]
-    return web.json_response({**api.stats, "prompts": len(api.calls_by_prompt)})
+    paid_twice = sum(1 for calls in api.calls_by_prompt.values() if calls > 1)
+    return web.json_response(
+        {**api.stats, "prompts": len(api.calls_by_prompt), "prompts_paid_twice": paid_twice}
+    )
 
 
 @asynccontextmanager
@@ -196,7 +199,7 @@ async def run_model_api(
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--port", type=int, default=8090)
+    parser.add_argument("--port", type=int, default=8090, help="0: any free port (8090)")
     parser.add_argument("--requests", type=int, help="requests per window (default: no limit)")
     parser.add_argument("--tokens", type=int, help="tokens per window (default: no limit)")
     parser.add_argument("--window", type=float, default=60.0, help="window seconds (60)")
@@ -206,7 +209,13 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     limits = ModelLimits(args.requests, args.tokens, args.window, args.nonsense_headers)
     api = ModelApi(limits, args.malformed_every, args.latency)
-    web.run_app(build_app(api), host="127.0.0.1", port=args.port, access_log=None)
+    asyncio.run(_serve(api, args.port))
+
+
+async def _serve(api: ModelApi, port: int) -> None:
+    async with run_model_api(api, port=port) as base_url:
+        print(f"model endpoint listening on {base_url}", flush=True)  # read by tests
+        await asyncio.Event().wait()
 
 
 if __name__ == "__main__":
