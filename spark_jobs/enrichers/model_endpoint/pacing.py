@@ -43,19 +43,21 @@ from .tokens import estimate_tokens
 LIMIT_SHARE = 0.95
 """The share of a token or request limit paced for: the estimates' margin."""
 BURST_S = 1.0
-"""Seconds of tokens a bucket saves up when idle (and at the start)."""
+"""Seconds of tokens a bucket saves up when idle. It starts empty: a full bucket at the
+start would add its burst to the first window's paced tokens, over a fixed window's limit."""
 COST_UNITS = 1_000_000
 """Budget units per unit of currency: the ledger counts micro-dollars (or -euros)."""
 _MEAN_WEIGHT = 0.1
 
 
 class TokenBucket:
-    """Tokens refilled at ``per_second`` up to ``BURST_S`` of them (or one large call)."""
+    """Tokens refilled at ``per_second`` up to ``BURST_S`` of them (or one large call),
+    from none at the start."""
 
     def __init__(self, per_second: float, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self.per_second = per_second
-        self._level = self.burst
+        self._level = 0.0
         self._at = clock()
         self.paused_until = -math.inf
         self._changed: asyncio.Event | None = None
