@@ -74,6 +74,7 @@ class ModelApi:
     embedding_dim: int = 8
     stats: Counter[str] = field(default_factory=Counter)
     calls_by_prompt: Counter[str] = field(default_factory=Counter)
+    malformed_prompts: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.window = LimitWindow(self.limits)
@@ -93,6 +94,9 @@ class ModelApi:
             error = {"error": {"type": "rate_limit_error", "message": "rate limit reached"}}
             return 429, error, headers
         self.calls_by_prompt[seed.hex()[:16]] += 1
+        if api != "embeddings" and self._malformed(body, prompt, seed):
+            self.stats["malformed"] += 1
+            self.malformed_prompts.add(seed.hex()[:16])
         self.stats["prompt_tokens"] += tokens
         self.stats["completion_tokens"] += completion
         names = ("input_tokens", "output_tokens") if api == "messages" else _OPENAI_USAGE
@@ -122,18 +126,28 @@ class ModelApi:
             return None, "content_filter"
         if "REFUSE" in prompt:
             return None, "stop"
-        format_ = body.get("response_format") or {}
-        schema = (format_.get("json_schema") or {}).get("schema")
+        schema = _schema(body)
         if schema is None:
             return f"The answer to prompt {seed.hex()[:8]} is {seed[0] % 10}.", "stop"
         text = json.dumps(schema_value(schema, seed))
-        if self.malformed_every and int.from_bytes(seed[4:8], "big") % self.malformed_every == 0:
-            self.stats["malformed"] += 1
+        if self._malformed(body, prompt, seed):
             return text[: max(1, len(text) - 3)], "stop"
         return text, "stop"
 
+    def _malformed(self, body: Mapping[str, Any], prompt: str, seed: bytes) -> bool:
+        """Whether this prompt's structured answer is cut short (truncated JSON)."""
+        every, answered = self.malformed_every, "REFUSE" not in prompt and "FILTER" not in prompt
+        return bool(every) and answered and _schema(body) is not None and seed[4] % every == 0
+
 
 _OPENAI_USAGE = ("prompt_tokens", "completion_tokens")
+
+
+def _schema(body: Mapping[str, Any]) -> Any:
+    format_ = body.get("response_format") or {}
+    return (format_.get("json_schema") or {}).get("schema")
+
+
 STATE: web.AppKey[ModelApi] = web.AppKey("model_api")
 
 
@@ -179,7 +193,12 @@ async def _stats(request: web.Request) -> web.Response:
     api = request.app[STATE]
     paid_twice = sum(1 for calls in api.calls_by_prompt.values() if calls > 1)
     return web.json_response(
-        {**api.stats, "prompts": len(api.calls_by_prompt), "prompts_paid_twice": paid_twice}
+        {
+            **api.stats,
+            "prompts": len(api.calls_by_prompt),
+            "prompts_paid_twice": paid_twice,
+            "malformed_prompts": len(api.malformed_prompts),
+        }
     )
 
 
