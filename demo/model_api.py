@@ -75,6 +75,8 @@ class ModelApi:
     stats: Counter[str] = field(default_factory=Counter)
     calls_by_prompt: Counter[str] = field(default_factory=Counter)
     malformed_prompts: set[str] = field(default_factory=set)
+    timeline: list[tuple[float, int, bool]] = field(default_factory=list)
+    """Per call: seconds since the first window opened, its tokens, whether admitted."""
 
     def __post_init__(self) -> None:
         self.window = LimitWindow(self.limits)
@@ -88,6 +90,7 @@ class ModelApi:
         document, completion = self._document(api, body, prompt, seed)
         tokens = count_tokens(prompt)
         ok, headers = self.window.admit(tokens + completion)
+        self.timeline.append((round(self.window.elapsed(), 4), tokens + completion, ok))
         self.stats["requests"] += 1
         if not ok:
             self.stats["throttled"] += 1
@@ -171,6 +174,7 @@ def build_app(api: ModelApi) -> web.Application:
     ):
         app.router.add_post(path, _handler(kind))
     app.router.add_get("/stats", _stats)
+    app.router.add_get("/timeline", _timeline)
     return app
 
 
@@ -200,6 +204,11 @@ async def _stats(request: web.Request) -> web.Response:
             "malformed_prompts": len(api.malformed_prompts),
         }
     )
+
+
+async def _timeline(request: web.Request) -> web.Response:
+    api = request.app[STATE]
+    return web.json_response({"window_s": api.limits.window_s, "calls": api.timeline})
 
 
 @asynccontextmanager

@@ -50,9 +50,13 @@ class LimitWindow:
         self.requests = 0
         self.tokens = 0
 
+    def elapsed(self) -> float:
+        """Seconds since the first window opened (windows are aligned to it)."""
+        return self._clock() - self._started
+
     def admit(self, tokens: int) -> tuple[bool, dict[str, str]]:
         """Whether a call of ``tokens`` is within the limits, and its answer's headers."""
-        elapsed = self._clock() - self._started
+        elapsed = self.elapsed()
         window = int(elapsed // self.limits.window_s)
         if window != self._window:
             self._window, self.requests, self.tokens = window, 0, 0

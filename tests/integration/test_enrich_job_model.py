@@ -89,8 +89,8 @@ def write_spec(tmp: Path, url: str) -> Path:
             "prompt": "Classify this message: {title}",
             "output_schema": SCHEMA,
             "parameters": {"max_tokens": 40, "temperature": 0},
-            "price_input_per_million": 2000.0,
-            "price_output_per_million": 8000.0,
+            "price_input_per_million": 20.0,
+            "price_output_per_million": 80.0,
         },
     }
     path = tmp / "spec.yaml"
@@ -146,5 +146,5 @@ def test_model_run_estimate_cost_stop_kill_resume_and_ledger(tmp_path):
     ledger = summary["cost"]
     assert 0 < ledger["prompt_tokens"] <= final["prompt_tokens"]
     assert 0 < ledger["completion_tokens"] <= final["completion_tokens"]
-    expected = (ledger["prompt_tokens"] * 2000 + ledger["completion_tokens"] * 8000) / 1e6
+    expected = (ledger["prompt_tokens"] * 20 + ledger["completion_tokens"] * 80) / 1e6
     assert ledger["token_cost"] == pytest.approx(expected, abs=1e-6)
