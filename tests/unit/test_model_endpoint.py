@@ -2,6 +2,7 @@
 schema (typed columns, validation), each answer's class, the request body and the config."""
 
 import json
+import re
 
 import pyarrow as pa
 import pytest
@@ -380,3 +381,65 @@ def test_fingerprint_moves_with_prompt_not_with_limits():
     )
     assert base.fingerprint() != ModelConfig(model="m", prompt="Q: {x}").fingerprint()
     assert ModelConfig.from_dict(base.to_dict()) == base
+
+
+# -- the job spec -------------------------------------------------------------------------
+
+
+def _spec(*extra: str, model: dict | None = None):
+    from spark_jobs.job_cli import parse_args
+
+    model = model or {"model": "m", "prompt": "Classify {title}", "output_schema": SCHEMA}
+    return parse_args(
+        [
+            *("--input", "in", "--output", "out", "--key-column", "id"),
+            *("--snapshot-dir", "snap", "--url-template", "http://api/v1/chat/completions"),
+            *("--model", json.dumps(model), *extra),
+        ]
+    )
+
+
+def test_a_model_spec_takes_its_columns_from_the_schema_and_posts():
+    spec = _spec()
+    assert list(spec.response_fields) == [
+        "label",
+        "score",
+        "tags",
+        "source",
+        "prompt_tokens",
+        "completion_tokens",
+    ]
+    config = spec.http_config()
+    assert config.method == "POST" and config.body_template["model"] == "m"
+    changed = _spec(model={"model": "m", "prompt": "Label {title}", "output_schema": SCHEMA})
+    assert spec.enrichment_identity() != changed.enrichment_identity()
+    assert type(spec).from_json(spec.to_json()) == spec
+
+
+@pytest.mark.parametrize(
+    ("extra", "model", "message"),
+    [
+        (("--max-cost", "5"), None, "--max-cost: needs model.price_input/output_per_million"),
+        (("--method", "GET"), None, "POST"),
+        ((), {"model": "m"}, "--model: model: prompt required"),
+        (("--response-field", "x=$.x"), None, "--response-field: a model run's columns"),
+    ],
+)
+def test_bad_model_options_name_the_option(extra, model, message):
+    from spark_jobs.option_values import SpecError
+
+    with pytest.raises(SpecError, match=re.escape(message)):
+        _spec(*extra, model=model)
+
+
+def test_max_cost_needs_a_model_and_excludes_max_requests():
+    from spark_jobs.job_cli import parse_args
+    from spark_jobs.option_values import SpecError
+
+    base = ["--input", "in", "--output", "out", "--key-column", "id", "--snapshot-dir", "s"]
+    http = ["--url-template", "http://api/{id}", "--response-field", "a=$.a"]
+    with pytest.raises(SpecError, match="--max-cost: prices a model section"):
+        parse_args([*base, *http, "--max-cost", "1"])
+    priced = {"model": "m", "prompt": "{t}", "price_input_per_million": 1.0}
+    with pytest.raises(SpecError, match="give --max-cost or --max-requests"):
+        _spec("--max-cost", "1", "--max-requests", "5", model=priced)
