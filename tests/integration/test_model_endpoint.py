@@ -21,6 +21,7 @@ from spark_jobs.enrichers.model_endpoint import (
     ModelPacing,
     request_options,
 )
+from spark_jobs.enrichers.model_endpoint.pacing import LIMIT_SHARE
 from spark_jobs.response_cache import ResponseCache
 
 SCHEMA = {
@@ -122,7 +123,7 @@ async def test_pacing_follows_the_headers_and_ignores_nonsense(nonsense):
             )
     assert all(isinstance(r, dict) for r in results), results
     assert pacing.bucket is not None
-    expected = (1000 if nonsense else 1200) * 0.95 / 2.0
+    expected = (1000 if nonsense else 1200) * LIMIT_SHARE / 2.0
     assert pacing.bucket.per_second == pytest.approx(expected)
     assert api.stats["throttled"] <= 0.1 * api.stats["requests"], dict(api.stats)
 

@@ -40,7 +40,7 @@ from .config import ModelConfig
 from .limits import provider_limits
 from .tokens import estimate_tokens
 
-LIMIT_SHARE = 0.95
+LIMIT_SHARE = 0.98
 """The share of a token or request limit paced for: the estimates' margin."""
 BURST_S = 1.0
 """Seconds of tokens a bucket saves up when idle. It starts empty: a full bucket at the
