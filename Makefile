@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 COMPOSE ?= docker compose
 
-.PHONY: install test test-unit test-under-load chaos lint dist demo bench bench-operator bench-http bench-reliability bench-model bench-venv bench-peers bench-resume bench-scale constraints up down clean
+.PHONY: install test test-unit test-under-load chaos lint dist demo demo-model bench bench-operator bench-http bench-reliability bench-model bench-venv bench-peers bench-resume bench-scale constraints up down clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,10 @@ dist: $(STAMP)
 # The daily DAG end to end on embedded defaults: a crash mid-run and a resume.
 demo: $(STAMP)
 	$(PY) -m demo.run
+
+# The job through the demo model endpoint: schema, a kill, a resume, tokens and cost.
+demo-model: $(STAMP)
+	$(PY) -m demo.model_run
 
 # Strict types on the operator core and the snapshot store, plain on the rest.
 STRICT_TYPED := spark_jobs/asyncwait spark_jobs/snapshots
