@@ -120,10 +120,10 @@ def write_input(directory: Path) -> Path:
     return directory
 
 
-def job_command(work: Path, url: str) -> list[str]:
-    """The enrichment job over ``work/in`` (its snapshots and output under ``work``)."""
+def job_command(work: Path, url: str, inputs: Path) -> list[str]:
+    """The enrichment job over ``inputs`` (its snapshots and output under ``work``)."""
     spec = {
-        "input": str(work.parent / "in"),
+        "input": str(inputs),
         "output": str(work / "out"),
         "key_column": "id",
         "snapshot_dir": str(work / "snapshots"),
@@ -143,7 +143,7 @@ def job_command(work: Path, url: str) -> list[str]:
     return [sys.executable, "-m", "spark_jobs.enrich_job", "--spec", str(work / "spec.yaml")]
 
 
-def recipe_command(work: Path, url: str) -> list[str]:
+def recipe_command(work: Path, url: str, inputs: Path) -> list[str]:
     """The recipe over the same input, prompt and schema."""
     schema = {"name": "output", "strict": True, "schema": SCHEMA}
     body = {
@@ -153,7 +153,7 @@ def recipe_command(work: Path, url: str) -> list[str]:
         "response_format": {"type": "json_schema", "json_schema": schema},
     }
     command = [sys.executable, "-m", "benchmarks.model_recipe", "--url", url + "/chat/completions"]
-    command += ["--input", str(work.parent / "in"), "--output", str(work / "recipe")]
+    command += ["--input", str(inputs), "--output", str(work / "recipe")]
     return [*command, "--body", json.dumps(body), "--capacity", str(CAPACITY)]
 
 
@@ -214,11 +214,11 @@ def main() -> int:
         "ray_data_llm": "not run: ray.data.llm cannot be installed here (no ray, no GPU stack)",
     }
     with tempfile.TemporaryDirectory() as temp:
-        write_input(Path(temp) / "in")
+        inputs = write_input(Path(temp) / "in")
         for name, build in (("enrich_job", job_command), ("mapInArrow recipe", recipe_command)):
             work = Path(temp) / name.replace(" ", "_")
             with endpoint() as (url, control):
-                seconds = run_once(build(work, url))
+                seconds = run_once(build(work, url, inputs))
                 measured: dict[str, Any] = {"seconds": round(seconds, 1)}
                 measured["records_per_s"] = round(RECORDS / seconds, 2)
                 measured["dead_letters"] = dead_letters(work)
@@ -226,7 +226,7 @@ def main() -> int:
             if KILL:
                 with endpoint() as (url, control):
                     measured["kill_at_half"] = kill_at_half_and_rerun(
-                        build(work / "killed", url), control
+                        build(work / "killed", url, inputs), control
                     )
             results[name] = measured
             print(name, json.dumps(measured, sort_keys=True), flush=True)
