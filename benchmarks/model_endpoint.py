@@ -53,6 +53,9 @@ RECORDS = int(os.environ.get("BENCH_MODEL_RECORDS", "1500"))
 KILL = os.environ.get("BENCH_MODEL_KILL", "1") == "1"
 """Also kill each run at half its records and run it again (two more Spark runs)."""
 LATENCY_S = 0.3
+SNAPSHOT_S = 1.0
+"""Cuts every second (the default is 10 s): a kill re-pays the calls answered since the
+last cut, and a model's calls are dear."""
 CAPACITY = 8
 SCHEMA = {
     "type": "object",
@@ -127,6 +130,7 @@ def job_command(work: Path, url: str, inputs: Path) -> list[str]:
         "output": str(work / "out"),
         "key_column": "id",
         "snapshot_dir": str(work / "snapshots"),
+        "snapshot_interval": SNAPSHOT_S,
         "partitions": 2,
         "capacity": CAPACITY,
         "url_template": url + "/chat/completions",
