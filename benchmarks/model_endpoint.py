@@ -143,7 +143,7 @@ def job_command(work: Path, url: str, inputs: Path) -> list[str]:
         },
     }
     work.mkdir(parents=True, exist_ok=True)
-    (work / "spec.yaml").write_text(yaml.safe_dump(spec))
+    (work / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     return [sys.executable, "-m", "spark_jobs.enrich_job", "--spec", str(work / "spec.yaml")]
 
 

@@ -73,7 +73,8 @@ def write_spec(url: str) -> Path:
         },
     }
     path = WORK / "spec.yaml"
-    path.write_text(yaml.safe_dump(spec))
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))  # the schema's order: the columns'
+
     return path
 
 
@@ -109,7 +110,8 @@ def main() -> int:
         url = re.search(r"http://\S+", line).group(0)  # type: ignore[union-attr]
         control = url.removesuffix("/v1")
         spec = write_spec(url)
-        estimate = job(spec, "--estimate").communicate()[0].strip().splitlines()[-1]
+        lines = job(spec, "--estimate").communicate()[0].splitlines()
+        estimate = next(line for line in lines if line.startswith("{") and "prompt" in line)
         print("estimate before any call:", estimate)
         first = job(spec)
         while stats(control).get("prompts", 0) < RECORDS // 3 and first.poll() is None:

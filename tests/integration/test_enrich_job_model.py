@@ -94,7 +94,7 @@ def write_spec(tmp: Path, url: str) -> Path:
         },
     }
     path = tmp / "spec.yaml"
-    path.write_text(yaml.safe_dump(spec))
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
 
 
