@@ -1,7 +1,8 @@
 """``--estimate``: the tokens and cost a model run would spend, before any call.
 
 Renders the request of a sample of the input's records exactly as the run would (the
-same body template), counts their prompt tokens (``model_endpoint/tokens.py``: a
+same body template), counts their prompt tokens as the pacing reserves them (the
+messages' text and the schema, not the JSON around them) (``model_endpoint/tokens.py``: a
 tokenizer where installed, a length estimate otherwise) and scales the mean to the
 whole input. A completion's length is known only from its answer, so the completion
 side is the most the run may spend: ``max_tokens`` (or ``model.completion_tokens``) per
@@ -14,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from spark_jobs.enrichers import EnrichmentError
-from spark_jobs.enrichers.model_endpoint.tokens import estimate_tokens, tokenizer_name
+from spark_jobs.enrichers.model_endpoint.tokens import prompt_tokens, tokenizer_name
 from spark_jobs.enrichers.request_keys import RequestKeys
 from spark_jobs.input_reader import read_input
 from spark_jobs.job_spec import JobSpec
@@ -40,7 +41,7 @@ def estimate_run(spark: Any, spec: JobSpec, sample: int = ESTIMATE_SAMPLE) -> di
         except EnrichmentError:
             unusable += 1
             continue
-        counts.append(estimate_tokens(body or ""))
+        counts.append(prompt_tokens(body or ""))
     mean = sum(counts) / len(counts) if counts else 0.0
     callable_records = round(records * len(counts) / max(1, len(counts) + unusable))
     prompt = round(mean * callable_records)

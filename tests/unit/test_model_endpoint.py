@@ -443,3 +443,13 @@ def test_max_cost_needs_a_model_and_excludes_max_requests():
     priced = {"model": "m", "prompt": "{t}", "price_input_per_million": 1.0}
     with pytest.raises(SpecError, match="give --max-cost or --max-requests"):
         _spec("--max-cost", "1", "--max-requests", "5", model=priced)
+
+
+def test_prompt_tokens_count_the_texts_not_the_json_around_them():
+    from spark_jobs.enrichers.model_endpoint.tokens import MESSAGE_TOKENS, prompt_tokens
+
+    config = ModelConfig(model="m", prompt="{t}", system="abcd" * 3)
+    body = BodyTemplate(request_options(config, {})["body_template"], "m").fill({"t": "x" * 40})
+    assert prompt_tokens(json.dumps(body)) == 10 + 3 + 2 * MESSAGE_TOKENS
+    assert prompt_tokens(json.dumps({"model": "e", "input": "y" * 8})) == 2
+    assert prompt_tokens("not json at all") == 4

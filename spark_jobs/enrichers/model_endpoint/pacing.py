@@ -38,7 +38,7 @@ from ..request_budget import RequestBudget
 from .answers import usage
 from .config import ModelConfig
 from .limits import provider_limits
-from .tokens import estimate_tokens
+from .tokens import prompt_tokens
 
 LIMIT_SHARE = 0.98
 """The share of a token or request limit paced for: the estimates' margin."""
@@ -146,7 +146,7 @@ class ModelPacing:
     async def admit(self, body: str | None) -> Admission:
         """Reserve the call's cost (``BudgetExhausted`` when the run's is spent) and its
         tokens (waiting, ``untimed``, for room)."""
-        prompt = estimate_tokens(body or "")
+        prompt = prompt_tokens(body or "")
         units = 0
         if self._budget is not None:
             cost = self.config.cost(prompt, self.config.completion_reserve)
