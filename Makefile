@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 COMPOSE ?= docker compose
 
-.PHONY: install test test-unit test-under-load chaos lint dist demo bench bench-operator bench-http bench-reliability bench-venv bench-peers bench-resume bench-scale constraints up down clean
+.PHONY: install test test-unit test-under-load chaos lint dist demo demo-model bench bench-operator bench-http bench-reliability bench-model bench-venv bench-peers bench-resume bench-scale constraints up down clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,10 @@ dist: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m demo.run
 
+# The job through the demo model endpoint: schema, a kill, a resume, tokens and cost.
+demo-model: $(STAMP)
+	$(PY) -m demo.model_run
+
 # Strict types on the operator core and the snapshot store, plain on the rest.
 STRICT_TYPED := spark_jobs/asyncwait spark_jobs/snapshots
 lint: $(STAMP)
@@ -77,6 +81,11 @@ bench-http: $(STAMP)
 # The Spark job against the demo API with one fault class at a time (README "Reliability").
 bench-reliability: $(STAMP)
 	$(PY) -m benchmarks.reliability
+
+# The model-endpoint enricher against a token-limited demo endpoint, beside the
+# mapInArrow + aiohttp recipe (README "Model endpoints"); about two minutes.
+bench-model: $(STAMP)
+	$(PY) -m benchmarks.model_endpoint
 
 # The benchmark-only environment: Ray Data (a peer), matplotlib (plots), py-spy (profiles).
 # Never part of requirements.txt; when it cannot be built the Ray cells are skipped.

@@ -20,6 +20,8 @@ from typing import Any, Literal, Protocol
 
 #: The enrichment's counters an attempt records (``row_enrichment.RowEnrichment.counters``).
 CALL_COUNTERS = ("requests_made", "response_cache_hits", "coalesced_calls", "cache_hits")
+#: A model endpoint's too (``model_endpoint/pacing.py``): tokens of the calls paid for.
+TOKEN_COUNTERS = ("prompt_tokens", "completion_tokens")
 
 Exactness = Literal["exact", "lower_bound"]
 
@@ -79,12 +81,12 @@ def account_calls(
     all_records = list(records)
     for record in all_records:
         by_partition[record.partition].append(record)
-    totals = dict.fromkeys(CALL_COUNTERS, 0)
+    totals = dict.fromkeys(CALL_COUNTERS + TOKEN_COUNTERS, 0)
     unrecorded = 0
     for partition in set(chains) | set(by_partition):
         chain, own = chains.get(partition, {}), by_partition.get(partition, [])
         short = False
-        for name in CALL_COUNTERS:
+        for name in totals:
             recorded = sum(r.counters.get(name, 0) for r in own)
             counted = int(chain.get(name, 0))
             totals[name] += max(recorded, counted)

@@ -30,6 +30,7 @@ from spark_jobs.input_reader import read_input
 from spark_jobs.job_cli import parse_args
 from spark_jobs.job_spec import JobSpec, SpecError
 from spark_jobs.lineage_parent import with_lineage_parent
+from spark_jobs.model_estimate import estimate_run
 from spark_jobs.progress import ProgressReporter, records_settled, settle_quiet_s
 from spark_jobs.publish import discard, publish, set_aside, staging_for
 from spark_jobs.run_failures import RunFailed, dead_letter_ceiling, fail_if, systemic_failure
@@ -82,6 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     apply_level(spark, spec.spark_log_level)
     try:
         check_executors(spark, spec)
+        if spec.estimate:  # before any call, and instead of the run
+            print(json.dumps(estimate_run(spark, spec), sort_keys=True))
+            return 0
         summary = run(spark, spec)
     except (SpecError, ResumeRefusedError, ExecutorEnvironmentError) as error:
         print(f"enrich_job: error: {error}", file=sys.stderr)
@@ -99,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(summary, sort_keys=True))
     if summary.get("budget_exhausted"):
         print(
-            f"enrich_job: request budget spent: {summary['records_done']} of "
+            f"enrich_job: {'cost' if spec.max_cost else 'request'} budget spent: "
+            f"{summary['records_done']} of "
             f"{summary['records_in']} records done, {summary['records_left']} left; "
             "run again to resume",
             file=sys.stderr,

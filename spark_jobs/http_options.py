@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from spark_jobs.enrichers import HttpEnricherConfig, ResponseField
+from spark_jobs.enrichers.model_endpoint import ModelConfig, request_options
 
 # Per-attempt deadlines as shares of the record's --timeout, unless set: a record whose
 # first attempt stalls is cut off after a tenth of its budget and keeps most of it for
@@ -42,6 +43,8 @@ class JobOptions(Protocol):
     def running_partitions(self) -> int: ...
     @property
     def http(self) -> Mapping[str, Any]: ...
+    @property
+    def model(self) -> Mapping[str, Any]: ...
 
 
 def http_config(spec: JobOptions) -> HttpEnricherConfig:
@@ -60,6 +63,8 @@ def http_config(spec: JobOptions) -> HttpEnricherConfig:
         **derived,
         **spec.http,
     }
+    if spec.model:  # a model endpoint: the body and method are the model section's
+        options.update(request_options(ModelConfig.from_dict(spec.model), options))
     attempt = options["total_timeout"]
     if attempt is not None and attempt >= spec.timeout:
         raise ValueError(

@@ -70,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_options(_Options(parser))
     _add_request_options(_Options(parser))
     _add_call_options(_Options(parser))
+    _add_model_options(_Options(parser))
     _add_run_options(_Options(parser))
     _add_failure_options(_Options(parser))
     _add_telemetry_options(_Options(parser))
@@ -198,6 +199,28 @@ def _add_call_options(add: _Options) -> None:
         type=int,
         help="request budget of this run (partitions claim it in chunks): once spent, the job "
         "commits a snapshot and exits with status 4; the next run resumes (default: none)",
+    )
+
+
+def _add_model_options(add: _Options) -> None:
+    """A model endpoint instead of a plain API (``spark_jobs/model_options.py``)."""
+    add(
+        "--model",
+        metavar="JSON",
+        help='a model endpoint at --url-template, e.g. {"model": "gpt-4o-mini", "prompt": '
+        '"Classify: {title}", "output_schema": {...}} (README: Model endpoints)',
+    )
+    add(
+        "--max-cost",
+        type=float,
+        help="spend budget of this run at the model's prices per million tokens: once "
+        "spent, the job commits a snapshot and exits with status 4 (default: none)",
+    )
+    add(
+        "--estimate",
+        action="store_true",
+        help="print the expected tokens and cost of the model run from a sample of the "
+        "input, then exit without calling the model",
     )
 
 

@@ -21,9 +21,11 @@ from spark_jobs.connect import check_remote_option
 from spark_jobs.defaults import INPUT_FORMATS, MODES, RESUME_MODES, InputFormat, Mode, ResumeMode
 from spark_jobs.enrichers import HttpEnricherConfig, ResponseField
 from spark_jobs.enrichers.batch_config import nest_flat_options
+from spark_jobs.enrichers.model_endpoint import ModelConfig
 from spark_jobs.enrichers.validation import IDENTITY
 from spark_jobs.http_options import http_config
 from spark_jobs.input_options import check_input_options, key_column_value
+from spark_jobs.model_options import model_fields
 from spark_jobs.option_values import SpecError, check, parse_duration, parse_response_field
 from spark_jobs.path_overlap import check_separate_paths
 from spark_jobs.run_failures import check_failure_options
@@ -58,6 +60,8 @@ class JobSpec:
     (part of the fingerprint)."""
     http: dict[str, Any] = field(default_factory=dict)
     """Further HttpEnricherConfig options (method, headers, token_env, batching...)."""
+    model: dict[str, Any] = field(default_factory=dict)
+    """A model endpoint at ``url_template`` (``ModelConfig``; part of the fingerprint)."""
     partitions: int = field(default=defaults.PARTITIONS, metadata=IDENTITY)
     capacity: int = defaults.CAPACITY
     queue_capacity: int | None = None
@@ -98,6 +102,10 @@ class JobSpec:
     max_requests: int | None = None
     """Request budget of one run, claimed in chunks by the partitions that need it
     (``snapshots/budget_ledger.py``); None for no limit."""
+    max_cost: float | None = None
+    """Spend budget of one run at the model's prices, like ``max_requests``."""
+    estimate: bool = False
+    """Print the expected tokens and cost of a model run from a sample; call nothing."""
     max_concurrent_partitions: int | None = None
     """Partitions running at once, which share ``requests_per_second``; None: the driver
     reads the cluster's task slots from the Spark conf (``task_slots.py``)."""
@@ -122,6 +130,8 @@ class JobSpec:
     def __post_init__(self) -> None:
         object.__setattr__(self, "input_options", check_input_options(self.input_options))
         object.__setattr__(self, "key_column", key_column_value(self.key_column))
+        if self.model:  # its columns are the model's
+            object.__setattr__(self, "response_fields", model_fields(self))
         for name, choices in (
             ("input_format", INPUT_FORMATS),
             ("mode", MODES),
@@ -205,6 +215,7 @@ class JobSpec:
         )
 
     def _check_cost_options(self) -> None:
+        check(self.max_cost is None or bool(self.model), "max_cost", "prices a model section")
         if self.max_requests is not None:
             check(
                 isinstance(self.max_requests, int) and self.max_requests >= 1,
@@ -268,6 +279,8 @@ class JobSpec:
             identity["enricher"] = self.enricher
         else:
             identity["http"] = self.http_config().fingerprint()
+        if self.model:
+            identity["model"] = ModelConfig.from_dict(self.model).fingerprint()
         return identity
 
     def to_json(self) -> str:

@@ -20,9 +20,11 @@ from spark_jobs.cache_scope import read_cache_scope
 from spark_jobs.enrichers import HttpEnricher, PermanentError, RequestBudget, open_user_function
 from spark_jobs.enrichers.dedup import LruCache
 from spark_jobs.enrichers.json_paths import CONVERTERS, compile_path, extract
+from spark_jobs.enrichers.model_endpoint import ModelAnswers, ModelPacing
 from spark_jobs.input_lines import describe_lines, record_lines
 from spark_jobs.input_options import CORRUPT_RECORD
 from spark_jobs.job_spec import JobSpec, parse_duration
+from spark_jobs.model_options import model_config
 from spark_jobs.response_cache import ResponseCache
 from spark_jobs.telemetry import NO_TELEMETRY, PartitionTelemetry
 
@@ -127,15 +129,23 @@ async def open_row_enrichment(
             scope=scope,
         )
         await asyncio.to_thread(stored.load)
+    config, model = spec.http_config(), model_config(spec)
+    pacing = None
+    if model is not None:  # under --max-cost the budget is the model's spend, in cost units
+        pacing = ModelPacing(model, config.partitions, request_budget if spec.max_cost else None)
+        request_budget = None if spec.max_cost else request_budget
+    answers = ModelAnswers(model) if model is not None else None
     try:
-        config = spec.http_config()
-        async with HttpEnricher(config, stored, request_budget, answered) as enrich:
+        async with HttpEnricher(
+            config, stored, request_budget, answered, answers=answers, pacing=pacing
+        ) as enrich:
             url = config.batch.url_template if config.batch else config.url_template
             enrich.observe_requests(telemetry.request_observer(url or ""))
             telemetry.watch(lambda: enrich.stats)
-            yield RowEnrichment(
-                _guarded(spec, enrich), lambda: _http_counters(enrich.stats), stored
-            )
+            counters = _http_counters(enrich)
+            if pacing is not None:
+                counters = _with_tokens(counters, pacing)
+            yield RowEnrichment(_guarded(spec, enrich), counters, stored)
     finally:
         if stored is not None:
             await asyncio.to_thread(stored.keep, stored.take())  # what no cut took
@@ -147,7 +157,18 @@ async def open_row_enrichment(
             )
 
 
-def _http_counters(stats: dict[str, Any]) -> dict[str, int]:
+def _http_counters(enrich: HttpEnricher) -> Callable[[], dict[str, int]]:
+    return lambda: _counted(enrich.stats)
+
+
+def _with_tokens(
+    counters: Callable[[], dict[str, int]], pacing: ModelPacing
+) -> Callable[[], dict[str, int]]:
+    """The call counters and the tokens paid for (``pacing.py`` counts them)."""
+    return lambda: {**counters(), **pacing.counters}
+
+
+def _counted(stats: dict[str, Any]) -> dict[str, int]:
     return {
         "requests_made": int(stats["requests_made"]),
         "response_cache_hits": int(stats["response_cache_hits"]),

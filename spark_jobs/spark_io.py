@@ -15,6 +15,7 @@ import fsspec
 import pyarrow as pa
 
 from spark_jobs.job_spec import JobSpec, SpecError
+from spark_jobs.model_options import model_config, output_types
 from spark_jobs.partition_runner import ATTEMPTS_COLUMN, ERROR_COLUMN
 from spark_jobs.row_enrichment import CORRUPT_RECORD, HELPER_COLUMNS, SOURCE_FILE
 
@@ -67,7 +68,12 @@ def output_arrow_schema(input_schema: Any, spec: JobSpec) -> pa.Schema:
     if clashes:
         raise SpecError(f"--response-field: {sorted(clashes)} already exist as input columns")
     fields = list(to_arrow_schema(kept))
-    fields += [pa.field(name, ARROW_TYPES[f.type]) for name, f in spec.response_fields.items()]
+    model = model_config(spec)
+    types = output_types(model) if model is not None else {}  # a model's are its schema's
+    fields += [
+        pa.field(name, types.get(name) or ARROW_TYPES[f.type])
+        for name, f in spec.response_fields.items()
+    ]
     fields += [pa.field(ERROR_COLUMN, pa.string()), pa.field(ATTEMPTS_COLUMN, pa.int64())]
     return pa.schema(fields)
 

@@ -59,11 +59,13 @@ def merge_options(args: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
 
 def _parse_http_flags(args: dict[str, Any]) -> None:
     """The HTTP flags given as text (JSON, ``NAME=VALUE``) as the spec file's values."""
-    if "body_template" in args:
-        try:
-            args["body_template"] = json.loads(args["body_template"])
-        except ValueError as error:
-            raise SpecError(f"--body-template: not JSON ({error})") from None
+    for dest in ("body_template", "model"):
+        if dest in args:
+            try:
+                args[dest] = json.loads(args[dest])
+            except ValueError as error:
+                flag = "--" + dest.replace("_", "-")
+                raise SpecError(f"{flag}: not JSON ({error})") from None
     for dest, flag, value in (
         ("headers", "--header", "VALUE"),
         ("secret_headers", "--secret-header", "VARIABLE"),

@@ -7,6 +7,7 @@ from typing import Any
 
 from spark_jobs.accounting import CallAccounting, account_calls
 from spark_jobs.job_spec import JobSpec
+from spark_jobs.model_options import model_config, token_report
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 from spark_jobs.snapshots.progress_record import PartitionEntry, ProgressRecord
 
@@ -81,6 +82,9 @@ def build_summary(
     summary["cost"] = cost_report(partitions, spec.cost_per_request, accounting.totals)
     if spec.lineage_parent:  # the Airflow task's OpenLineage run (``lineage_parent.py``)
         summary["lineage_parent"] = dict(spec.lineage_parent)
+    model = model_config(spec)
+    if model is not None:  # the spend ledger: tokens paid for, and their price
+        summary["cost"].update(token_report(model, accounting.totals))
     if stopped:
         done = summary["enriched"] + summary["dead_letters"]
         summary.update(

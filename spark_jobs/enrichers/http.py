@@ -20,12 +20,13 @@ back through here and pays its token and slot like a first call.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .batch_config import BatchConfig
 from .batching import Batcher
+from .call_pacing import CallPacing
 from .config import HttpEnricherConfig
 from .dedup import Coalescer, LruCache
 from .errors import (
@@ -47,6 +48,8 @@ if TYPE_CHECKING:
     from spark_jobs.telemetry import RequestObserver
 
 Output = dict[str, Any]
+AnswerMapping = Callable[[bytes, str, Callable[[str], str]], Output]
+"""(raw 2xx body, where it came from, redact) -> the record's output fields."""
 
 
 class StoredResponses(Protocol):
@@ -72,11 +75,16 @@ class HttpEnricher:
         stored: StoredResponses | None = None,
         request_budget: RequestBudget | None = None,
         answered: LruCache[Output] | None = None,
+        *,
+        answers: AnswerMapping | None = None,
+        pacing: CallPacing | None = None,
     ) -> None:
         """``stored``: answers kept across runs; ``request_budget``: what this enricher
         may send before it raises :class:`BudgetExhausted` instead of sending;
         ``answered``: the LRU cache to start from, keyed by :class:`RequestKeys` (a
-        resumed partition's replayed answers), instead of an empty one."""
+        resumed partition's replayed answers), instead of an empty one. ``answers``
+        maps a body to the output instead of the ``response_fields`` paths, and
+        ``pacing`` admits each call (both a model endpoint's: ``model_endpoint/``)."""
         if config.batch is not None and (stored is not None or request_budget is not None):
             raise ValueError("a response cache or a request budget does not work with batching")
         self.config = config
@@ -94,6 +102,8 @@ class HttpEnricher:
             self._cache = LruCache(config.cache_size)
         self._coalescer: Coalescer[Output] | None = Coalescer() if config.coalesce else None
         self._sender = RequestSender(config, request_budget)
+        self._sender.pacing = pacing
+        self._answers: AnswerMapping = answers or self._mapped
         self._results_path = compile_path(config.batch.results_path) if config.batch else None
         self._batcher: Batcher[Any, Output] | None = None
         self.cache_hits = 0
@@ -155,13 +165,13 @@ class HttpEnricher:
         payload = stored.get(self._method, url, body) if stored is not None else None
         if payload is not None:
             self.stored_hits += 1
-            output = self._output(self._parse(payload, url), url)
+            output = self._answers(payload, url, self._sender.redact)
         else:
             status, payload = await self._sender.request(self._method, url, body, allow_404=True)
             if status == 404:
                 output = self._not_found(f"HTTP 404 from {self._method} {url}")
             else:
-                output = self._output(self._parse(payload, url), url)
+                output = self._answers(payload, url, self._sender.redact)
                 if stored is not None:  # only answers that mapped cleanly are kept
                     stored.put(self._method, url, body, payload)
         if self._cache is not None:
@@ -180,6 +190,9 @@ class HttpEnricher:
         if self.config.not_found == "fail":
             raise NotFoundError(self._sender.redact(message))
         return dict.fromkeys(self._output_names)
+
+    def _mapped(self, payload: bytes, where: str, redact: Callable[[str], str]) -> Output:
+        return self._output(self._parse(payload, where), where)
 
     def _output(self, document: Any, where: str) -> Output:
         output = {}

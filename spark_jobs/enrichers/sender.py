@@ -17,6 +17,7 @@ import aiohttp
 from spark_jobs.asyncwait import untimed
 
 from .attempt import AttemptLimits, AttemptTimeout, BodyTooLarge, Reply, UnsupportedEncoding, send
+from .call_pacing import CallPacing
 from .config import HttpEnricherConfig
 from .errors import (
     RETRYABLE_4XX,
@@ -33,7 +34,7 @@ from .errors import (
     snippet,
 )
 from .hedging import HedgeDelay, race
-from .pacing import Pacing
+from .rate_pacing import RatePacing
 from .rate_headers import QuotaHint, quota_hint
 from .rate_limit import AdaptiveConcurrency
 from .redirects import REDIRECT_STATUSES, Hop, RedirectRefused, next_hop
@@ -53,11 +54,12 @@ class RequestSender:
 
     def __init__(self, config: HttpEnricherConfig, request_budget: RequestBudget | None) -> None:
         self.config = config
+        self.pacing: CallPacing | None = None  # admits and settles each call when set
         self.session: aiohttp.ClientSession | None = None
         self._secrets: list[Secret] = []
         self._budget = request_budget
-        self._pacing = Pacing(config)
-        self.rate = self._pacing.controller
+        self._rate_pacing = RatePacing(config)
+        self.rate = self._rate_pacing.controller
         self.limiter = AdaptiveConcurrency(
             config.capacity, config.throttle_window, config.throttle_share
         )
@@ -87,7 +89,7 @@ class RequestSender:
         self.session, self._secrets = open_session(self.config)
 
     async def close(self) -> None:
-        self._pacing.close()
+        self._rate_pacing.close()
         if self.session is not None:
             await self.session.close()
             self.session = None
@@ -201,7 +203,22 @@ class RequestSender:
         self, session: aiohttp.ClientSession, method: str, url: str, body: str | None, paced: bool
     ) -> tuple[Reply, float, QuotaHint | None]:
         """One paid call: its rate slot (taken already when ``paced``), a request of the
-        budget, the attempt; (reply, when it was sent, its rate-limit headers)."""
+        budget, the attempt; (reply, when it was sent, its rate-limit headers). A
+        ``pacing`` admits the call first (a wait for its tokens must not hold a rate
+        slot), and its reply (None: no answer) settles it."""
+        pacing = self.pacing
+        if pacing is None:
+            return await self._paid(session, method, url, body, paced)
+        admitted, reply = await pacing.admit(body), None
+        try:
+            reply, started, hint = await self._paid(session, method, url, body, paced)
+        finally:
+            pacing.settle(admitted, reply, self.rate)
+        return reply, started, hint
+
+    async def _paid(
+        self, session: aiohttp.ClientSession, method: str, url: str, body: str | None, paced: bool
+    ) -> tuple[Reply, float, QuotaHint | None]:
         rate = self.rate
         if not paced:
             wait = rate.reserve()

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from spark_jobs.asyncwait import Failure, Result
 from spark_jobs.enrichers import BudgetExhausted, RequestBudget
 from spark_jobs.job_spec import JobSpec
+from spark_jobs.model_options import cost_units
 from spark_jobs.snapshots import PartitionSnapshots
 from spark_jobs.snapshots.budget_ledger import BudgetLedger, chunk_size
 
@@ -26,25 +27,33 @@ T = TypeVar("T")
 class BudgetStop:
     """Notes the records that met the spent budget and holds their outcomes."""
 
-    def __init__(self, ledger: BudgetLedger | None = None, owner: str = "") -> None:
-        """``ledger``: the run's budget, claimed by ``owner`` (None: no budget)."""
+    def __init__(
+        self, ledger: BudgetLedger | None = None, owner: str = "", what: str = "request"
+    ) -> None:
+        """``ledger``: the run's budget, claimed by ``owner`` (None: no budget), of
+        requests or (``what="cost"``) micro units of the model's currency."""
         self._met: set[int] = set()
         self.held: list[Failure] = []
         self._ledger = ledger
         self.allowance: RequestBudget | None = None
         if ledger is not None:
-            self.allowance = RequestBudget(claim=lambda: ledger.claim(owner))
+            self.allowance = RequestBudget(claim=lambda: ledger.claim(owner), what=what)
 
     @classmethod
     def of(cls, spec: JobSpec, snapshots: PartitionSnapshots, task: PartitionTask) -> BudgetStop:
         """The stop of one attempt, claiming from its run's ledger when ``max_requests``
-        is set. The ledger sits in the namespace, the partition directory's parent."""
-        if spec.max_requests is None:
+        (or ``max_cost``) is set. The ledger sits in the namespace, the partition
+        directory's parent."""
+        if spec.max_cost is not None:
+            total, what = cost_units(spec.max_cost), "cost"
+        elif spec.max_requests is not None:
+            total, what = spec.max_requests, "request"
+        else:
             return cls()
-        total, namespace = spec.max_requests, snapshots.path.rsplit("/", 1)[0]
+        namespace = snapshots.path.rsplit("/", 1)[0]
         chunk = chunk_size(total, spec.running_partitions)
         ledger = BudgetLedger.at(spec.snapshot_dir, namespace, task.run_id, total, chunk)
-        return cls(ledger, f"partition {task.partition} attempt {task.attempt}")
+        return cls(ledger, f"partition {task.partition} attempt {task.attempt}", what)
 
     def give_back(self) -> None:
         """After the partition's last call: offer the others what it did not spend.

@@ -1,4 +1,4 @@
-"""How one partition's requests are paced: its rate controller (``rate_control.py``),
+"""How one partition's request rate is paced: its rate controller (``rate_control.py``),
 started at the share its predecessor in the worker found (``learned_rates.py``) or tied
 to the executor's schedule of a given rate (``executor_rate.py``), and what it leaves
 for the next partition when it ends."""
@@ -11,7 +11,7 @@ from .executor_rate import open_schedule
 from .rate_control import RateController
 
 
-class Pacing:
+class RatePacing:
     """The rate controller of one partition's enricher, from construction to :meth:`close`."""
 
     def __init__(self, config: HttpEnricherConfig) -> None:

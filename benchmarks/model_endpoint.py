@@ -1,0 +1,260 @@
+"""The model-endpoint enricher against a token- and request-limited endpoint, beside the
+hand-written ``mapInArrow`` + aiohttp recipe (``benchmarks/model_recipe.py``).
+
+Run with ``make bench-model`` (``python -m benchmarks.model_endpoint``). The demo model
+endpoint (``demo/model_api.py``, its own process, 0.3 s per answer) admits T tokens and R
+requests per window and answers 429 with OpenAI's ``x-ratelimit-*`` headers and
+``Retry-After`` beyond. Providers' windows are a minute; to keep a run to about a minute
+here the limits are per ``WINDOW_S`` = 6 s, i.e. a minute scaled down tenfold (T and R
+per 6 s are 10 T and 10 R per minute), and the job is told so (``limits_window_s``).
+Tokens bind: at about 20 tokens a call T (500 tokens/s) is reached at about 25 calls/s,
+R at 50.
+
+Both run on Spark ``local[2]`` with 2 partitions and 8 calls in flight each, over the
+same records, prompt and schema; the job is given no limits: it learns them from the
+headers. Reported, from the endpoint's own log of calls: the share of the binding limit
+used in the whole windows after the first, the share of calls answered 429, dead
+letters (rows the recipe gave up on), records/s over the wall time (Spark's start and
+the job's reads and writes included) and over the span from the first call to the last.
+Then each runs again against a fresh endpoint, killed (SIGKILL to its process group)
+once half the records are paid for, and once more to the end: the prompts the second
+run paid again (``BENCH_MODEL_KILL=0`` skips this).
+Ray Data's ``HttpRequestProcessorConfig`` (``ray.data.llm``) is the issue's other peer;
+it cannot be installed here (no ``ray``, no GPU stack), so it is not run.
+Results go to ``benchmarks/results/model_endpoint.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import yaml
+
+RESULTS = Path(__file__).parent / "results" / "model_endpoint.json"
+ROOT = Path(__file__).resolve().parents[1]
+WINDOW_S = 6.0
+TOKENS = int(os.environ.get("BENCH_MODEL_TOKENS", "3000"))
+REQUESTS = int(os.environ.get("BENCH_MODEL_REQUESTS", "300"))
+RECORDS = int(os.environ.get("BENCH_MODEL_RECORDS", "1500"))
+KILL = os.environ.get("BENCH_MODEL_KILL", "1") == "1"
+"""Also kill each run at half its records and run it again (two more Spark runs)."""
+LATENCY_S = 0.3
+SNAPSHOT_S = 1.0
+"""Cuts every second (the default is 10 s): a kill re-pays the calls answered since the
+last cut, and a model's calls are dear."""
+CAPACITY = 8
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "label": {"type": "string", "enum": ["spam", "ham", "other"]},
+        "score": {"type": "number"},
+    },
+    "required": ["label", "score"],
+}
+PROMPT = "Classify this message: {title}"
+
+
+@contextmanager
+def endpoint() -> Iterator[tuple[str, str]]:
+    """A fresh demo endpoint; yields (API base URL, control base URL)."""
+    limits = ["--tokens", str(TOKENS), "--requests", str(REQUESTS), "--window", str(WINDOW_S)]
+    command = [sys.executable, "-m", "demo.model_api", "--port", "0", "--latency", str(LATENCY_S)]
+    process = subprocess.Popen([*command, *limits], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        match = re.search(r"http://\S+", process.stdout.readline() if process.stdout else "")
+        assert match is not None, "the demo model endpoint did not start"
+        yield match.group(0), match.group(0).removesuffix("/v1")
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def limit_use(control: str) -> dict[str, Any]:
+    """From the endpoint's call log: 429 share, and the share of each limit used in the
+    whole windows after the first one with a call."""
+    with urllib.request.urlopen(control + "/timeline") as answer:
+        calls = json.load(answer)["calls"]
+    admitted = [(t, tokens) for t, tokens, ok in calls if ok]
+    first = math.floor(calls[0][0] / WINDOW_S) + 1
+    last = math.floor(calls[-1][0] / WINDOW_S)  # the window of the last call is partial
+    windows = max(0, last - first)
+    inside = [tokens for t, tokens in admitted if first * WINDOW_S <= t < last * WINDOW_S]
+    token_share = sum(inside) / (TOKENS * windows) if windows else None
+    request_share = len(inside) / (REQUESTS * windows) if windows else None
+    per_window: dict[int, int] = {}
+    for t, tokens in admitted:
+        per_window[int(t // WINDOW_S)] = per_window.get(int(t // WINDOW_S), 0) + tokens
+    span = calls[-1][0] - calls[0][0]
+    return {
+        "calling_s": round(span, 1),
+        "records_per_s_calling": round(RECORDS / span, 2) if span else None,
+        "token_limit_used_per_window": [
+            round(per_window.get(w, 0) / TOKENS, 3) for w in range(last + 1)
+        ],
+        "calls": len(calls),
+        "answered_429": len(calls) - len(admitted),
+        "share_429": round((len(calls) - len(admitted)) / len(calls), 4),
+        "windows_measured": windows,
+        "token_limit_used": round(token_share, 3) if token_share is not None else None,
+        "request_limit_used": round(request_share, 3) if request_share is not None else None,
+    }
+
+
+def write_input(directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    lines = [
+        json.dumps({"id": f"k{i:05d}", "title": f"message number {i}"}) for i in range(RECORDS)
+    ]
+    (directory / "part.jsonl").write_text("\n".join(lines) + "\n")
+    return directory
+
+
+def job_command(work: Path, url: str, inputs: Path) -> list[str]:
+    """The enrichment job over ``inputs`` (its snapshots and output under ``work``)."""
+    spec = {
+        "input": str(inputs),
+        "output": str(work / "out"),
+        "key_column": "id",
+        "snapshot_dir": str(work / "snapshots"),
+        "snapshot_interval": SNAPSHOT_S,
+        "partitions": 2,
+        "capacity": CAPACITY,
+        "url_template": url + "/chat/completions",
+        "model": {
+            "model": "demo",
+            "prompt": PROMPT,
+            "output_schema": SCHEMA,
+            "parameters": {"max_tokens": 40},
+            "limits_window_s": WINDOW_S,
+        },
+    }
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    return [sys.executable, "-m", "spark_jobs.enrich_job", "--spec", str(work / "spec.yaml")]
+
+
+def recipe_command(work: Path, url: str, inputs: Path) -> list[str]:
+    """The recipe over the same input, prompt and schema."""
+    schema = {"name": "output", "strict": True, "schema": SCHEMA}
+    body = {
+        "model": "demo",
+        "messages": [{"role": "user", "content": PROMPT}],
+        "max_tokens": 40,
+        "response_format": {"type": "json_schema", "json_schema": schema},
+    }
+    command = [sys.executable, "-m", "benchmarks.model_recipe", "--url", url + "/chat/completions"]
+    command += ["--input", str(inputs), "--output", str(work / "recipe")]
+    return [*command, "--body", json.dumps(body), "--capacity", str(CAPACITY)]
+
+
+def dead_letters(work: Path) -> int:
+    if (work / "recipe").exists():
+        return sum(1 for r in pq.read_table(work / "recipe").to_pylist() if r["error"])
+    return int(json.loads((work / "out" / "_SUMMARY.json").read_text())["dead_letters"])
+
+
+def run_once(command: list[str]) -> float:
+    """Run to the end; its wall time."""
+    started = time.monotonic()
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(done.stdout[-3000:] + done.stderr[-3000:])
+    return time.monotonic() - started
+
+
+def kill_at_half_and_rerun(command: list[str], control: str) -> dict[str, Any]:
+    """Kill the run (its process group, JVM and workers) once half the records are paid
+    for, run it again to the end; what the second run paid again."""
+    process = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    while _stats(control).get("prompts", 0) < RECORDS // 2 and process.poll() is None:
+        time.sleep(0.2)
+    paid_at_kill = _stats(control).get("prompts", 0)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=60)
+    run_once(command)
+    stats = _stats(control)
+    return {
+        "prompts_paid_at_kill": paid_at_kill,
+        "prompts_paid_again": stats["prompts_paid_twice"],
+        "calls_beyond_one_per_record": stats["requests"] - stats.get("throttled", 0) - RECORDS,
+    }
+
+
+def _stats(control: str) -> dict[str, Any]:
+    with urllib.request.urlopen(control + "/stats") as answer:
+        return dict(json.load(answer))
+
+
+def main() -> int:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    results: dict[str, Any] = {
+        "window_s": WINDOW_S,
+        "tokens_per_window": TOKENS,
+        "requests_per_window": REQUESTS,
+        "records": RECORDS,
+        "latency_s": LATENCY_S,
+        "capacity_per_partition": CAPACITY,
+        "partitions": 2,
+        "ray_data_llm": "not run: ray.data.llm cannot be installed here (no ray, no GPU stack)",
+    }
+    with tempfile.TemporaryDirectory() as temp:
+        inputs = write_input(Path(temp) / "in")
+        for name, build in (("enrich_job", job_command), ("mapInArrow recipe", recipe_command)):
+            work = Path(temp) / name.replace(" ", "_")
+            with endpoint() as (url, control):
+                seconds = run_once(build(work, url, inputs))
+                measured: dict[str, Any] = {"seconds": round(seconds, 1)}
+                measured["records_per_s"] = round(RECORDS / seconds, 2)
+                measured["dead_letters"] = dead_letters(work)
+                measured.update(limit_use(control))
+            if KILL:
+                with endpoint() as (url, control):
+                    measured["kill_at_half"] = kill_at_half_and_rerun(
+                        build(work / "killed", url, inputs), control
+                    )
+            results[name] = measured
+            print(name, json.dumps(measured, sort_keys=True), flush=True)
+    RESULTS.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    print(table(results))
+    return 0
+
+
+def table(results: dict[str, Any]) -> str:
+    rows = [
+        "| run | records/s (wall) | records/s (calling) | token limit used after the first "
+        "window | 429 share | dead letters | paid again after a kill at 50 % |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name in ("enrich_job", "mapInArrow recipe"):
+        r = results[name]
+        again = r.get("kill_at_half", {}).get("prompts_paid_again", "not run")
+        rows.append(
+            f"| {name} | {r['records_per_s']} | {r['records_per_s_calling']} | "
+            f"{r['token_limit_used']} | "
+            f"{r['share_429'] * 100:.1f} % | {r['dead_letters']} | {again} |"
+        )
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""``make demo-model``: the job classifying messages through a model endpoint, with a
+kill, a resume, and the tokens and cost it paid.
+
+Starts the demo model endpoint (``demo/model_api.py``: deterministic answers, every 6th
+structured answer truncated JSON, tokens and requests limited per 6 s window), writes
+600 messages (a few that the model refuses or its filter withholds), prints the job's
+``--estimate``, runs the job with a JSON schema and prices, kills it (the whole process
+group, JVM and Python workers) once a third is paid for, runs it again to the end, and
+prints what the result holds: the typed columns, the dead letters by class, the tokens
+and cost of the run, and how many prompts were paid twice (only those in flight or
+answered after the last snapshot when the kill came).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import yaml
+
+from demo.stack import ROOT
+from spark_jobs.current_result import read_result
+
+WORK = ROOT / ".demo-model"
+RECORDS = 600
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "label": {"type": "string", "enum": ["billing", "bug", "other"]},
+        "confidence": {"type": "number"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["label", "confidence", "tags"],
+}
+
+
+def message(i: int) -> str:
+    special = {5: "REFUSE", 7: "FILTER"}.get(i % 97, "")
+    return f"{special} customer message number {i}".strip()
+
+
+def write_spec(url: str) -> Path:
+    (WORK / "in").mkdir(parents=True)
+    rows = (json.dumps({"id": f"m{i:04d}", "text": message(i)}) for i in range(RECORDS))
+    (WORK / "in" / "messages.jsonl").write_text("\n".join(rows) + "\n")
+    spec = {
+        "input": str(WORK / "in"),
+        "output": str(WORK / "out"),
+        "key_column": "id",
+        "snapshot_dir": str(WORK / "snapshots"),
+        "snapshot_interval": 1,
+        "partitions": 2,
+        "capacity": 8,
+        "url_template": url + "/chat/completions",
+        "model": {
+            "model": "demo-classifier",
+            "prompt": "Classify this support message: {text}",
+            "output_schema": SCHEMA,
+            "parameters": {"max_tokens": 60, "temperature": 0},
+            "limits_window_s": 6,
+            "price_input_per_million": 0.15,
+            "price_output_per_million": 0.60,
+        },
+    }
+    path = WORK / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))  # the schema's order: the columns'
+
+    return path
+
+
+def job(spec: Path, *extra: str) -> subprocess.Popen[str]:
+    command = [sys.executable, "-m", "spark_jobs.enrich_job", "--spec", str(spec), *extra]
+    return subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def stats(control: str) -> dict[str, int]:
+    with urllib.request.urlopen(control + "/stats") as answer:
+        return dict(json.load(answer))
+
+
+def main() -> int:
+    shutil.rmtree(WORK, ignore_errors=True)
+    limits = ["--tokens", "4000", "--requests", "300", "--window", "6", "--latency", "0.2"]
+    endpoint = subprocess.Popen(
+        [sys.executable, "-m", "demo.model_api", "--port", "0", "--malformed-every", "6", *limits],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = endpoint.stdout.readline() if endpoint.stdout else ""
+        url = re.search(r"http://\S+", line).group(0)  # type: ignore[union-attr]
+        control = url.removesuffix("/v1")
+        spec = write_spec(url)
+        lines = job(spec, "--estimate").communicate()[0].splitlines()
+        estimate = next(line for line in lines if line.startswith("{") and "prompt" in line)
+        print("estimate before any call:", estimate)
+        first = job(spec)
+        while stats(control).get("prompts", 0) < RECORDS // 3 and first.poll() is None:
+            time.sleep(0.2)
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+        print(f"killed the job after {stats(control)['prompts']} prompts were paid for")
+        second = job(spec)
+        log = second.communicate()[0]
+        if second.returncode != 0:
+            print(log[-3000:])
+            return second.returncode
+        report(stats(control))
+    finally:
+        endpoint.terminate()
+        endpoint.wait()
+    return 0
+
+
+def report(calls: dict[str, int]) -> None:
+    result = read_result(str(WORK / "out"))
+    data = pq.read_table(result.data)
+    dead = pq.read_table(result.dead_letters).to_pylist()
+    print("columns:", ", ".join(f"{f.name} {f.type}" for f in data.schema))
+    print("a row:", data.slice(0, 1).to_pylist()[0])
+    print("dead letters:", dict(Counter(d["error"].split(":")[0] for d in dead)))
+    cost = result.summary["cost"]
+    print(
+        f"tokens paid: {cost['prompt_tokens']} prompt, {cost['completion_tokens']} completion; "
+        f"cost {cost.get('token_cost')} (calls counted: {result.summary['accounting']['calls']})"
+    )
+    print(
+        f"endpoint: {calls['requests']} calls, {calls.get('throttled', 0)} answered 429, "
+        f"{calls['prompts_paid_twice']} prompts paid twice (in flight at the kill)"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,150 @@
+"""A model endpoint through the real Spark job, against the demo model endpoint on
+loopback: ``--estimate`` calls nothing; ``--max-cost`` stops a run (exit 4) with its spend
+in the summary; a run killed mid-way resumes; the result has the schema's typed columns
+(struct-free here, arrays included) and the usage columns, and every unusable answer is
+a dead letter of its own class with its raw text; nothing is paid twice but the calls
+around the kill, and the ledger adds up."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import yaml
+
+from spark_jobs.enrich_job import BUDGET_EXHAUSTED_EXIT
+
+from .job_support import ROOT, kill_group, read_output, run_job, start_job
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+RECORDS = 600
+CAPACITY, PARTITIONS = 4, 2
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "label": {"type": "string", "enum": ["spam", "ham", "other"]},
+        "score": {"type": "number"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["label", "score", "tags"],
+}
+
+
+@contextmanager
+def model_endpoint(*args: str):
+    """``python -m demo.model_api`` on a free loopback port; yields (base URL, stats())."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "demo.model_api", "--port", "0", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = process.stdout.readline()
+        url = re.search(r"http://\S+", line).group(0)
+
+        def stats() -> dict:
+            with urllib.request.urlopen(url.removesuffix("/v1") + "/stats") as answer:
+                return json.load(answer)
+
+        yield url, stats
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def title(i: int) -> str:
+    if i % 97 == 5:
+        return f"REFUSE message {i}"
+    if i % 89 == 7:
+        return f"FILTER message {i}"
+    return f"message number {i}"
+
+
+def write_spec(tmp: Path, url: str) -> Path:
+    (tmp / "in").mkdir()
+    lines = [json.dumps({"id": f"k{i:04d}", "title": title(i)}) for i in range(RECORDS)]
+    (tmp / "in" / "part.jsonl").write_text("\n".join(lines) + "\n")
+    spec = {
+        "input": str(tmp / "in"),
+        "output": str(tmp / "out"),
+        "key_column": "id",
+        "snapshot_dir": str(tmp / "snapshots"),
+        "snapshot_interval": 0.5,
+        "progress_interval": 2,
+        "partitions": PARTITIONS,
+        "capacity": CAPACITY,
+        "url_template": url + "/chat/completions",
+        "model": {
+            "model": "demo-classifier",
+            "prompt": "Classify this message: {title}",
+            "output_schema": SCHEMA,
+            "parameters": {"max_tokens": 40, "temperature": 0},
+            "price_input_per_million": 20.0,
+            "price_output_per_million": 80.0,
+        },
+    }
+    path = tmp / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def test_model_run_estimate_cost_stop_kill_resume_and_ledger(tmp_path):
+    with model_endpoint("--malformed-every", "6", "--latency", "0.03") as (url, stats):
+        spec = ["--spec", str(write_spec(tmp_path, url))]
+        code, log = run_job([*spec, "--estimate"])
+        assert code == 0, log[-3000:]
+        estimate = json.loads(next(ln for ln in log.splitlines() if '"prompt_tokens"' in ln))
+        assert estimate["records_in"] == RECORDS and estimate["prompt_tokens"] > 0
+        assert estimate["completion_tokens_at_most"] == 40 * RECORDS
+        assert stats().get("requests", 0) == 0, "--estimate called the model"
+
+        code, log = run_job([*spec, "--max-cost", "0.5"])
+        assert code == BUDGET_EXHAUSTED_EXIT, log[-3000:]
+        assert "cost budget spent" in log
+        stopped = json.loads((tmp_path / "out" / "_SUMMARY.json").read_text())
+        assert stopped["budget_exhausted"] and 0 < stopped["records_done"] < RECORDS
+        assert 0 < stopped["cost"]["token_cost"] <= 0.5
+
+        process = start_job(spec)  # killed once it has paid for some more
+        paid_before = stats()["requests"]
+        deadline = time.monotonic() + 240
+        while stats()["requests"] < paid_before + 100 and process.poll() is None:
+            assert time.monotonic() < deadline, "the run made no calls"
+            time.sleep(0.1)
+        kill_group(process)
+
+        code, log = run_job(spec)
+        assert code == 0, log[-3000:]
+        final = stats()
+    data, dead, summary = read_output(tmp_path / "out")
+    assert len(data) + len(dead) == RECORDS
+    classes = Counter(d["error"].split(":")[0] for d in dead)
+    refused = sum(1 for i in range(RECORDS) if title(i).startswith("REFUSE"))
+    filtered = sum(1 for i in range(RECORDS) if title(i).startswith("FILTER"))
+    assert classes["RefusedError"] == refused and classes["ContentFilteredError"] == filtered
+    assert classes["InvalidOutputError"] == final["malformed_prompts"] > 0
+    assert set(classes) == {"RefusedError", "ContentFilteredError", "InvalidOutputError"}
+    invalid = next(d for d in dead if d["error"].startswith("InvalidOutputError"))
+    assert "raw: '{" in invalid["error"], "the raw text is kept"
+    row = data[0]
+    assert isinstance(row["tags"], list) and isinstance(row["score"], float)
+    assert row["label"] in ("spam", "ham", "other") and row["prompt_tokens"] > 0
+    # Paid once: the calls repeated are those around the kill (in flight, or answered
+    # after the last snapshot cut), never a committed or cost-stopped record's.
+    assert final["prompts"] == RECORDS
+    assert final["prompts_paid_twice"] <= CAPACITY * PARTITIONS + 100
+    ledger = summary["cost"]
+    assert 0 < ledger["prompt_tokens"] <= final["prompt_tokens"]
+    assert 0 < ledger["completion_tokens"] <= final["completion_tokens"]
+    expected = (ledger["prompt_tokens"] * 20 + ledger["completion_tokens"] * 80) / 1e6
+    assert ledger["token_cost"] == pytest.approx(expected, abs=1e-6)
