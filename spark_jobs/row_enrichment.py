@@ -113,22 +113,7 @@ async def open_row_enrichment(
         return
     stored = None
     if spec.cache_dir:
-        config = spec.http_config()
-        scope = read_cache_scope(
-            spec.cache_key_env,
-            config.headers,
-            config.token_env,
-            config.token_file,
-            config.secret_headers,
-        )
-        stored = ResponseCache(
-            spec.cache_dir,
-            partition=partition,
-            partitions=spec.partitions,
-            ttl_s=parse_duration(spec.cache_ttl),
-            scope=scope,
-        )
-        await asyncio.to_thread(stored.load)
+        stored = await _open_response_cache(spec, spec.cache_dir, partition)
     config, model = spec.http_config(), model_config(spec)
     pacing = None
     if model is not None:  # under --max-cost the budget is the model's spend, in cost units
@@ -155,6 +140,27 @@ async def open_row_enrichment(
                 stored.files_written,
                 stored.most_held,
             )
+
+
+async def _open_response_cache(spec: JobSpec, cache_dir: str, partition: int) -> ResponseCache:
+    """The partition's part of the response cache, loaded, signed with the run's cache scope."""
+    config = spec.http_config()
+    scope = read_cache_scope(
+        spec.cache_key_env,
+        config.headers,
+        config.token_env,
+        config.token_file,
+        config.secret_headers,
+    )
+    stored = ResponseCache(
+        cache_dir,
+        partition=partition,
+        partitions=spec.partitions,
+        ttl_s=parse_duration(spec.cache_ttl),
+        scope=scope,
+    )
+    await asyncio.to_thread(stored.load)
+    return stored
 
 
 def _http_counters(enrich: HttpEnricher) -> Callable[[], dict[str, int]]:

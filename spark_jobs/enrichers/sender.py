@@ -34,9 +34,9 @@ from .errors import (
     snippet,
 )
 from .hedging import HedgeDelay, race
-from .rate_pacing import RatePacing
 from .rate_headers import QuotaHint, quota_hint
 from .rate_limit import AdaptiveConcurrency
+from .rate_pacing import RatePacing
 from .redirects import REDIRECT_STATUSES, Hop, RedirectRefused, next_hop
 from .request_budget import RequestBudget
 from .secrets import Secret
