@@ -129,21 +129,21 @@ def test_the_enrichment_identity_is_unchanged_by_the_field_markers():
     }
 
 
-def test_the_readme_option_table_states_the_defaults_the_job_uses():
-    """The README's job spec table is the other place users read defaults."""
+def test_the_docs_option_table_states_the_defaults_the_job_uses():
+    """The job spec page's option table is the other place users read defaults."""
     from pathlib import Path
 
     from spark_jobs.job_cli import option_defaults, shown
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    rows = re.findall(r"^\| `--([a-z-]+)[^|]*\| `([^`|]+)` \|", readme, flags=re.M)
+    page = (Path(__file__).resolve().parents[2] / "docs" / "job-spec.md").read_text()
+    rows = re.findall(r"^\| `--([a-z-]+)[^|]*\| `([^`|]+)` \|", page, flags=re.M)
     fixed = option_defaults()
     checked = {
         flag: value for flag, value in rows if flag.replace("-", "_") in fixed and "/" not in value
     }
     assert len(checked) >= 12  # the rows were found (14 today)
     for flag, value in checked.items():
-        assert value == shown(fixed[flag.replace("-", "_")]), f"README --{flag}: {value}"
+        assert value == shown(fixed[flag.replace("-", "_")]), f"docs/job-spec.md --{flag}: {value}"
 
 
 def test_request_flags_reach_the_http_options_as_the_spec_file_writes_them(tmp_path):
