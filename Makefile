@@ -29,7 +29,7 @@ test: $(STAMP)
 test-unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit
 
-# The job on a standalone cluster under faults (README "Chaos"): CHAOS_RUNS runs.
+# The job on a standalone cluster under faults (docs/clusters.md, "Chaos"): CHAOS_RUNS runs.
 chaos: $(STAMP)
 	$(PY) -m tests.chaos
 
@@ -43,8 +43,8 @@ test-under-load: $(STAMP)
 		$(PY) -m tests.under_load $(PY) -m pytest -q $(LOADED_TESTS) || exit 1; \
 	done
 
-# What a cluster needs (README "Scale-out"): the wheel, for Airflow deployments
-# (pip install 'resumable-enrichment[airflow]'), and the job's runtime as one PEX file for
+# What a cluster needs (docs/clusters.md, "Shipping to a cluster"): the wheel, for Airflow
+# deployments (pip install 'resumable-enrichment[airflow]'), and the job's runtime as one PEX file for
 # executors that have none of it (spark-submit --files dist/enrich_env.pex, or the job's
 # --ship-env). fallback: Spark's own pyspark and py4j still come from PYTHONPATH.
 dist: $(STAMP)
@@ -78,12 +78,13 @@ bench-operator: $(STAMP)
 bench-http: $(STAMP)
 	$(PY) -m benchmarks.http_throughput
 
-# The Spark job against the demo API with one fault class at a time (README "Reliability").
+# The Spark job against the demo API with one fault class at a time
+# (docs/performance.md, "Reliability under faults").
 bench-reliability: $(STAMP)
 	$(PY) -m benchmarks.reliability
 
 # The model-endpoint enricher against a token-limited demo endpoint, beside the
-# mapInArrow + aiohttp recipe (README "Model endpoints"); about two minutes.
+# mapInArrow + aiohttp recipe (docs/performance.md, "Model endpoints"); about two minutes.
 bench-model: $(STAMP)
 	$(PY) -m benchmarks.model_endpoint
 
@@ -99,9 +100,9 @@ $(BENCH_STAMP): benchmarks/requirements-ray.txt
 
 bench-venv: $(BENCH_STAMP)
 
-# This job beside what users would write instead, on the same Spark, input and API (README
-# "Against the peers"). Sizes: BENCH_RECORDS, BENCH_SLOW_SECONDS, BENCH_ENGINES,
-# BENCH_DELAYS, BENCH_CAPACITIES (benchmarks/peers/run.py).
+# This job beside what users would write instead, on the same Spark, input and API
+# (docs/performance.md, "Against the peers"). Sizes: BENCH_RECORDS, BENCH_SLOW_SECONDS,
+# BENCH_ENGINES, BENCH_DELAYS, BENCH_CAPACITIES (benchmarks/peers/run.py).
 bench-peers: $(STAMP)
 	-$(MAKE) --no-print-directory bench-venv
 	$(PY) -m benchmarks.peers.run
