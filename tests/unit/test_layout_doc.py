@@ -21,13 +21,15 @@ def layout_rows() -> list[tuple[str, str]]:
 
 def named_paths() -> dict[str, list[Path]]:
     """Each name in backticks that looks like a file or folder -> where it may be: relative
-    to the row's folder (the first name of its path cell), or to the repository's root."""
+    to the row's folder (the first name of its path cell) or to a folder above it, up to the
+    repository's root."""
     names: dict[str, list[Path]] = {}
     for path_cell, text in layout_rows():
         first = re.findall(r"`([^`]+)`", path_cell)[0]
         base = ROOT / first if first.endswith("/") else (ROOT / first).parent
+        folders = [base, *(p for p in base.parents if p.is_relative_to(ROOT))]
         for name in re.findall(FILE_NAME, path_cell + " " + text):
-            names.setdefault(name, []).extend([base / name, ROOT / name])
+            names.setdefault(name, []).extend(folder / name for folder in folders)
     return names
 
 
