@@ -12,7 +12,7 @@ requests/s, 2 % 503s, 0.5 % slow bodies, no ``--requests-per-second``) with 1 an
 partitions on ``local[2]``: dead letters, the share of calls answered 429 and the rate
 admitted after the first 10 s as a share of the limit, from the API's own per-second
 counts. ``--only-rate-limited`` runs just those. Results go to
-``benchmarks/results/reliability.json`` and Markdown tables are printed for the README.
+``benchmarks/results/reliability.json`` and Markdown tables are printed for docs/performance.md.
 """
 
 from __future__ import annotations

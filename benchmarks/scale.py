@@ -10,7 +10,7 @@ through ``storage_requests.CountingFileSystem``, and reports:
 * per progress read of a namespace of P partitions: through its progress record (what
   every reader does), and by scanning one ``latest`` per partition (format 1's way, and
   the driver's fold over the partitions still running): requests, bytes and seconds;
-* the projected S3 request cost of a run (formula in the README).
+* the projected S3 request cost of a run (formula in docs/performance.md).
 
 Format 1 (a whole manifest per cut, re-listing ``segments/``; its writer replayed here
 from the package's format-1 classes) is measured in the same run for k <= 1 000: it grows

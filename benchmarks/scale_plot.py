@@ -1,9 +1,9 @@
-"""The snapshot store's costs against k and P, format 2 beside format 1: an SVG for the README.
+"""The snapshot store's costs against k and P, format 2 beside format 1, as an SVG for the docs.
 
 ``python -m benchmarks.scale_plot [RESULTS] [SVG]`` draws ``benchmarks/results/scale.json``
 (``make bench-scale``) into ``docs/scale-cost.svg``: three log-log panels from the local
 store's rows, each a line per design measured in the same run. Plain SVG written here:
-the project's environment has no plotting library, and a README renders SVG as it is.
+the project's environment has no plotting library, and a Markdown page renders SVG as it is.
 """
 
 from __future__ import annotations

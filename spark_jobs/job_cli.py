@@ -208,7 +208,7 @@ def _add_model_options(add: _Options) -> None:
         "--model",
         metavar="JSON",
         help='a model endpoint at --url-template, e.g. {"model": "gpt-4o-mini", "prompt": '
-        '"Classify: {title}", "output_schema": {...}} (README: Model endpoints)',
+        '"Classify: {title}", "output_schema": {...}} (docs/model-endpoints.md)',
     )
     add(
         "--max-cost",
@@ -308,7 +308,7 @@ def _add_failure_options(add: _Options) -> None:
 
 
 def _add_telemetry_options(add: _Options) -> None:
-    """The workers' metrics (README "Watching it run")."""
+    """The workers' metrics (docs/telemetry.md)."""
     add(
         "--otel-endpoint",
         metavar="URL",

@@ -18,7 +18,7 @@ What is recorded where:
 * records committed (enriched, dead letters by class), records replayed, snapshot
   commits (duration, bytes): once per cut, by the runner and the committer.
 
-The names and attributes are documented in README "Watching it run". Standard library
+The names and attributes are documented in docs/telemetry.md. Standard library
 only: the partition runner imports this module whether telemetry is on or not.
 """
 

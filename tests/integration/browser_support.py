@@ -11,7 +11,7 @@ import pytest
 sync_api = pytest.importorskip("playwright.sync_api")
 
 ROOT = Path(__file__).resolve().parents[2]
-#: Screenshots of the page (``docs/`` holds copies for the README).
+#: Screenshots of the page (``docs/`` holds copies for docs/operating.md).
 ARTIFACTS = ROOT / "tmp" / "artifacts"
 SYSTEM_CHROMIUM = Path("/usr/bin/chromium")  # Debian's package `chromium`
 CHROMIUM_FLAGS = [

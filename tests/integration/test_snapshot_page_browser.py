@@ -269,7 +269,7 @@ def test_an_operator_clears_a_run_failed_by_an_outage_and_watches_it_resume(stac
     # Progress in Airflow's own task view: its Storage tab (the "Task State Store").
     page.goto(f"{task_page}/task-state-store")
     reload_until(page, page.get_by_text(re.compile(r"[\d ]+ / 12 000 committed, epoch \d+")))
-    # The page as Browse shows it, for the README.
+    # The page as Browse shows it, for docs/operating.md.
     page.goto("/plugin/enrichment-snapshots")
     expect(
         page.frame_locator("iframe").get_by_text(re.compile(r"\d+ rec/s · ETA \d"))
