@@ -28,11 +28,11 @@ required primary resource (:func:`python_on_standalone_cluster`).
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyspark
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseHook
 
@@ -64,7 +64,10 @@ def launcher_jar() -> str:
     """A jar to name as the primary resource: Spark's own core jar, at the path this
     installation has it (each worker copies it from that path into the driver's folder,
     as it must read the job's file there too: same image, same paths)."""
-    return str(next((Path(pyspark.__file__).parent / "jars").glob("spark-core_*.jar")))
+    spec = importlib.util.find_spec("pyspark")  # found, not imported: the DAG parses fast
+    if spec is None or spec.origin is None:
+        raise RuntimeError("cluster mode needs pyspark installed beside Airflow (its jars)")
+    return str(next((Path(spec.origin).parent / "jars").glob("spark-core_*.jar")))
 
 
 def python_on_standalone_cluster(

@@ -21,8 +21,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
-import aiohttp
-
 #: Standalone driver states in which the driver still runs or will run again, as the
 #: provider's ``_StandaloneSparkSubmitBackend.is_job_active`` counts them: RELAUNCHING
 #: restarts a supervised driver, UNKNOWN is a master in failure recovery.
@@ -74,6 +72,8 @@ class StandaloneRestStatus:
         self.timeout_s = timeout_s
 
     async def state(self, driver_id: str) -> DriverState:
+        import aiohttp  # in the triggerer only: the DAG file imports this module at parse time
+
         errors = []
         timeout = aiohttp.ClientTimeout(total=self.timeout_s)
         async with aiohttp.ClientSession(timeout=timeout) as session:
