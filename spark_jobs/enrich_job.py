@@ -29,7 +29,7 @@ from spark_jobs.exit_status import ExitStatus
 from spark_jobs.input_options import reader_identity
 from spark_jobs.input_reader import read_input
 from spark_jobs.job_cli import parse_args
-from spark_jobs.job_spec import JobSpec, SpecError
+from spark_jobs.job_spec import JobSpec
 from spark_jobs.lineage_parent import with_lineage_parent
 from spark_jobs.model_estimate import estimate_run
 from spark_jobs.progress import ProgressReporter, records_settled, settle_quiet_s
@@ -55,6 +55,7 @@ from spark_jobs.spark_io import (
 )
 from spark_jobs.spark_logging import apply_level, configure_launch
 from spark_jobs.spark_session import cancel_running, check_java, spark_session
+from spark_jobs.spec_error import SpecError
 from spark_jobs.summary import build_summary
 from spark_jobs.task_slots import spark_conf, with_running_partitions
 

@@ -20,7 +20,7 @@ from spark_jobs.enrichers.request_keys import RequestKeys
 from spark_jobs.input_reader import read_input
 from spark_jobs.job_spec import JobSpec
 from spark_jobs.model_options import model_config
-from spark_jobs.option_values import SpecError
+from spark_jobs.spec_error import SpecError
 
 ESTIMATE_SAMPLE = 200
 """Records whose prompts are rendered and counted."""

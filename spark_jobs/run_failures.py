@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from spark_jobs.exit_status import ExitStatus
-from spark_jobs.option_values import SpecError, check, parse_error_classes
+from spark_jobs.option_values import check, parse_error_classes
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
+from spark_jobs.spec_error import SpecError
 
 logger = logging.getLogger("enrich_job")
 

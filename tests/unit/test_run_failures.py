@@ -7,12 +7,12 @@ from types import SimpleNamespace
 import pytest
 
 from spark_jobs.exit_status import ExitStatus
-from spark_jobs.option_values import SpecError
 from spark_jobs.run_failures import (
     dead_letter_ceiling,
     dead_letter_limit,
     systemic_failure,
 )
+from spark_jobs.spec_error import SpecError
 
 
 @pytest.mark.parametrize(
