@@ -24,6 +24,7 @@ from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 from airflow.sdk.exceptions import AirflowException
 
 from spark_jobs.connect import REMOTE_ENV, redacted
+from spark_jobs.exit_status import ExitStatus
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ class ConnectJobRun:
         for line in self._process.stdout or ():
             logger.info("%s", redacted(line.rstrip()))
         status = self._process.wait()
-        if status != 0:
+        if status != ExitStatus.DONE:
             raise AirflowException(
                 f"enrich_job over Spark Connect ({self.conn_id}) exited with status {status}"
             )

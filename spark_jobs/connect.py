@@ -27,7 +27,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from spark_jobs.option_values import SpecError
+from spark_jobs.spec_error import SpecError
 
 logger = logging.getLogger(__name__)
 

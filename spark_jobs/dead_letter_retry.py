@@ -20,9 +20,10 @@ from spark_jobs.current_result import NoDataError, PublishedResult, read_result
 from spark_jobs.defaults import DEAD_LETTER_RETRY_SUFFIX
 from spark_jobs.input_reader import with_helper_columns
 from spark_jobs.job_spec import JobSpec
-from spark_jobs.option_values import SpecError, parse_error_classes
+from spark_jobs.option_values import parse_error_classes
 from spark_jobs.publish import rejected_for
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
+from spark_jobs.spec_error import SpecError
 
 ALL = "all"
 

@@ -25,10 +25,11 @@ import pyarrow as pa
 from spark_jobs.connect import remote_url
 from spark_jobs.dead_letter_retry import DeadLetterRetry, original_fingerprint, retry_namespace
 from spark_jobs.executor_check import ExecutorEnvironmentError, check_executors
+from spark_jobs.exit_status import ExitStatus
 from spark_jobs.input_options import reader_identity
 from spark_jobs.input_reader import read_input
 from spark_jobs.job_cli import parse_args
-from spark_jobs.job_spec import JobSpec, SpecError
+from spark_jobs.job_spec import JobSpec
 from spark_jobs.lineage_parent import with_lineage_parent
 from spark_jobs.model_estimate import estimate_run
 from spark_jobs.progress import ProgressReporter, records_settled, settle_quiet_s
@@ -54,18 +55,14 @@ from spark_jobs.spark_io import (
 )
 from spark_jobs.spark_logging import apply_level, configure_launch
 from spark_jobs.spark_session import cancel_running, check_java, spark_session
+from spark_jobs.spec_error import SpecError
 from spark_jobs.summary import build_summary
 from spark_jobs.task_slots import spark_conf, with_running_partitions
 
 logger = logging.getLogger("enrich_job")
 
-#: Exit status of a run that stopped because ``--max-requests`` was spent (resumable).
-BUDGET_EXHAUSTED_EXIT = 4
-#: Exit status of a run that could not hold its namespace (another run has it).
-LEASE_EXIT = 5
 
-
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> ExitStatus:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -77,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             check_java()
     except SpecError as error:
         print(f"enrich_job: error: {error}", file=sys.stderr)
-        return 2
+        return ExitStatus.BAD_OPTIONS
     configure_launch(spec.spark_log_level)
     spark = spark_session(spec.ship_env, remote)
     apply_level(spark, spec.spark_log_level)
@@ -85,14 +82,14 @@ def main(argv: list[str] | None = None) -> int:
         check_executors(spark, spec)
         if spec.estimate:  # before any call, and instead of the run
             print(json.dumps(estimate_run(spark, spec), sort_keys=True))
-            return 0
+            return ExitStatus.DONE
         summary = run(spark, spec)
     except (SpecError, ResumeRefusedError, ExecutorEnvironmentError) as error:
         print(f"enrich_job: error: {error}", file=sys.stderr)
-        return 3
+        return ExitStatus.CANNOT_RUN
     except LeaseError as error:
         print(f"enrich_job: error: {error}", file=sys.stderr)
-        return LEASE_EXIT
+        return ExitStatus.LEASE_HELD
     except RunFailed as failure:  # systemic failure, dead-letter ceiling: see run_failures
         if failure.summary is not None:
             print(json.dumps(failure.summary, sort_keys=True))
@@ -109,8 +106,8 @@ def main(argv: list[str] | None = None) -> int:
             "run again to resume",
             file=sys.stderr,
         )
-        return BUDGET_EXHAUSTED_EXIT
-    return 0
+        return ExitStatus.BUDGET_SPENT
+    return ExitStatus.DONE
 
 
 def run(spark: Any, spec: JobSpec) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from spark_jobs.option_values import SpecError
+from spark_jobs.spec_error import SpecError
 
 #: The column carrying a row the reader could not parse (its raw text).
 CORRUPT_RECORD = "_corrupt_record"

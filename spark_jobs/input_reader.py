@@ -12,8 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from spark_jobs.input_options import CORRUPT_RECORD, reader_options
-from spark_jobs.job_spec import JobSpec, SpecError
+from spark_jobs.job_spec import JobSpec
 from spark_jobs.row_enrichment import EVENT_MS, SOURCE_FILE
+from spark_jobs.spec_error import SpecError
 
 
 def read_input(spark: Any, spec: JobSpec) -> Any:

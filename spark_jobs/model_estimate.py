@@ -16,11 +16,11 @@ from typing import Any
 
 from spark_jobs.enrichers import EnrichmentError
 from spark_jobs.enrichers.model_endpoint.tokens import prompt_tokens, tokenizer_name
-from spark_jobs.enrichers.request_keys import RequestKeys
+from spark_jobs.enrichers.request_keys import request_keys
 from spark_jobs.input_reader import read_input
 from spark_jobs.job_spec import JobSpec
 from spark_jobs.model_options import model_config
-from spark_jobs.option_values import SpecError
+from spark_jobs.spec_error import SpecError
 
 ESTIMATE_SAMPLE = 200
 """Records whose prompts are rendered and counted."""
@@ -33,7 +33,7 @@ def estimate_run(spark: Any, spec: JobSpec, sample: int = ESTIMATE_SAMPLE) -> di
         raise SpecError("--estimate: needs a model section (--model or model: in --spec)")
     frame = read_input(spark, spec)
     records = frame.count()
-    keys = RequestKeys(spec.http_config())
+    keys = request_keys(spec.http_config())
     counts, unusable = [], 0
     for row in frame.limit(sample).collect():
         try:

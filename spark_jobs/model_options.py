@@ -17,7 +17,8 @@ import pyarrow as pa
 
 from spark_jobs.enrichers import ResponseField
 from spark_jobs.enrichers.model_endpoint import COST_UNITS, ModelConfig
-from spark_jobs.option_values import SpecError, check
+from spark_jobs.option_values import check
+from spark_jobs.spec_error import SpecError
 
 
 class ModelOptions(Protocol):

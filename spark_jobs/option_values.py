@@ -1,16 +1,12 @@
 """Option values given as text (a flag, a spec file): durations and response fields,
-and ``SpecError``, the error that names the option at fault."""
+checked so that a bad one raises ``SpecError`` naming the option at fault."""
 
 from __future__ import annotations
 
 import re
 
 from spark_jobs.enrichers.response_field import ResponseField
-
-
-class SpecError(ValueError):
-    """A bad option or spec file; the message names the option."""
-
+from spark_jobs.spec_error import SpecError
 
 _DURATION = re.compile(r"^(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[smhd]?)$")
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}

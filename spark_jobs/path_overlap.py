@@ -14,7 +14,7 @@ import os
 import posixpath
 from urllib.parse import urlsplit
 
-from spark_jobs.option_values import SpecError
+from spark_jobs.spec_error import SpecError
 
 _GLOB = frozenset("*?[{")
 

@@ -15,17 +15,12 @@ import re
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from spark_jobs.option_values import SpecError, check, parse_error_classes
+from spark_jobs.exit_status import ExitStatus
+from spark_jobs.option_values import check, parse_error_classes
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
+from spark_jobs.spec_error import SpecError
 
 logger = logging.getLogger("enrich_job")
-
-#: Exit status of a run stopped by a systemic failure (a bad key, one permanent error
-#: for record after record): nothing published, snapshots kept; fix the cause and rerun.
-SYSTEMIC_EXIT = 6
-#: Exit status of a run whose dead letters crossed ``--max-dead-letters``: nothing
-#: published, snapshots kept (a rerun replays them without calls).
-DEAD_LETTER_CEILING_EXIT = 7
 
 _CEILING = re.compile(r"^(?P<number>\d+(?:\.\d+)?)(?P<percent>%?)$")
 
@@ -44,7 +39,11 @@ class RunFailed(Exception):
     Airflow task will do, ``summary`` is its counts (None when none could be built)."""
 
     def __init__(
-        self, exit_status: int, reason: str, retry: str, summary: dict[str, Any] | None = None
+        self,
+        exit_status: ExitStatus,
+        reason: str,
+        retry: str,
+        summary: dict[str, Any] | None = None,
     ):
         super().__init__(reason)
         self.exit_status = exit_status
@@ -56,7 +55,7 @@ class RunFailed(Exception):
         """The ``last_failure`` entry of the job record."""
         return {
             "run_id": run_id,
-            "exit_status": self.exit_status,
+            "exit_status": int(self.exit_status),
             "reason": self.reason,
             "retry": self.retry,
         }
@@ -99,7 +98,7 @@ def systemic_failure(partitions: Sequence[Any], run_id: str) -> RunFailed | None
     if not reasons:
         return None
     return RunFailed(
-        SYSTEMIC_EXIT,
+        ExitStatus.SYSTEMIC_FAILURE,
         f"{reasons[0]} ({len(reasons)} partition(s) stopped). Nothing was published and no "
         "dead letter was written; the snapshots are kept: fix the cause and run again, "
         "the run resumes and calls those records again.",
@@ -125,7 +124,7 @@ def dead_letter_ceiling(summary: dict[str, Any], ceiling: str | int | None) -> R
         "clearing this task replays the same result without calls, and fails again unless "
         "max_dead_letters is raised; read the errors in the snapshots' dead letters first"
     )
-    return RunFailed(DEAD_LETTER_CEILING_EXIT, reason, retry, {**summary, "failed": reason})
+    return RunFailed(ExitStatus.DEAD_LETTER_CEILING, reason, retry, {**summary, "failed": reason})
 
 
 def fail_if(

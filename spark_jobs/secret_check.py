@@ -19,7 +19,7 @@ from __future__ import annotations
 from spark_jobs.enrichers.secrets import SecretError, check_secret_variables, secret_variables
 from spark_jobs.job_spec import JobSpec
 from spark_jobs.launch_conf import launch_conf, under_spark_submit
-from spark_jobs.option_values import SpecError
+from spark_jobs.spec_error import SpecError
 
 #: Spark settings that give the executors an environment variable (suffix: its name).
 EXECUTOR_ENV_CONFS = ("spark.executorEnv.", "spark.kubernetes.executor.secretKeyRef.")

@@ -12,8 +12,8 @@ from typing import Any
 
 from spark_jobs.connect import connect_session
 from spark_jobs.launch_conf import launch_conf
-from spark_jobs.option_values import SpecError
 from spark_jobs.spark_logging import quiet_builder
+from spark_jobs.spec_error import SpecError
 
 logger = logging.getLogger(__name__)
 

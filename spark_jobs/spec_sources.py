@@ -16,7 +16,8 @@ import yaml
 
 from spark_jobs.http_options import ATTEMPT_DEADLINE_SHARES
 from spark_jobs.input_options import check_input_options, parse_input_option
-from spark_jobs.option_values import SpecError, parse_response_field
+from spark_jobs.option_values import parse_response_field
+from spark_jobs.spec_error import SpecError
 
 # Flags that are HTTP enricher settings: they travel in ``http``, like the spec file's.
 HTTP_FLAGS = (

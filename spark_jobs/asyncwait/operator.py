@@ -18,7 +18,6 @@ import asyncio
 import inspect
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Iterable
-from time import perf_counter
 from typing import Any, Literal
 
 from .element_queue import ElementQueue, new_queue
@@ -163,7 +162,6 @@ class AsyncWaitOperator:
         """Queue ``entry`` and start its call; False, and nothing done, if the queue is full."""
         if not self._queue.try_put(entry):
             return False
-        entry.enqueued_at = perf_counter()
         if not entry.done:
             assert type(entry) is RecordEntry and self._loop is not None
             self._start_call(entry)  # counted now: the task runs only on the next turn
@@ -173,9 +171,7 @@ class AsyncWaitOperator:
 
     def _emitted(self, entry: QueueEntry) -> OperatorOutput:
         if type(entry) is RecordEntry:
-            metrics = self.metrics
-            metrics.emitted += 1
-            metrics.latencies.append(perf_counter() - entry.enqueued_at)
+            self.metrics.emitted += 1
         outcome = entry.outcome
         assert outcome is not None  # the queues let only complete entries out
         return outcome

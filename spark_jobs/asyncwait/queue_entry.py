@@ -30,7 +30,6 @@ class RecordEntry:
     attempts: int = 0
     calling: bool = False
     outcome: Result | Failure | None = None
-    enqueued_at: float = 0.0
     segment: Segment | None = None
     """Set by a queue that must hear of the completion (the unordered one)."""
 
@@ -50,7 +49,6 @@ class WatermarkEntry:
     """A watermark holds its place in the queue; it is complete from the start."""
 
     watermark: Watermark
-    enqueued_at: float = 0.0
     done: bool = True
 
     @property

@@ -239,17 +239,6 @@ class HttpEnricherConfig:
         except TemplateError as exc:
             raise ValueError(str(exc)) from None
 
-    def record_fields(self) -> list[str]:
-        """The record fields a call needs (templates, batch key), for checking an input
-        schema on the driver before any task fails on a missing column."""
-        if self.batch is not None:
-            assert self.key_field is not None
-            return [self.key_field]
-        fields = self.compile_url().fields
-        if self.body_template is not None:
-            fields += self.compile_body().fields
-        return sorted(set(fields))
-
     @property
     def rate_per_partition(self) -> float | None:
         """This partition's share of the job's request rate (while it runs)."""

@@ -17,33 +17,47 @@ from .errors import PermanentError
 from .templates import FieldSource
 
 
-class RequestKeys:
-    """``keys(record)`` -> ``(key, url, body)``; raises an enrichment error for a record
-    whose template fields are missing. ``url`` and ``body`` are None when batching."""
+class CallKeys:
+    """``keys(record)`` -> ``(key, url, body)`` of a record's own call; raises an
+    enrichment error for a record whose template fields are missing."""
 
     def __init__(self, config: HttpEnricherConfig) -> None:
         self.method = config.method
-        self._key_field = config.key_field if config.batch is not None else None
-        self._url = None if config.batch is not None else config.compile_url()
+        self._url = config.compile_url()
         self._body = config.compile_body() if config.body_template is not None else None
-        self._key_source = FieldSource("key_field", None)
 
-    def __call__(self, record: Mapping[str, Any]) -> tuple[Hashable, str | None, str | None]:
-        if self._url is None:
-            return self._batch_key(record), None, None
+    def __call__(self, record: Mapping[str, Any]) -> tuple[Hashable, str, str | None]:
         url = self._url.fill(record)
         if self._body is None:
             return (url if self.method == "GET" else (self.method, url)), url, None
         body = json.dumps(self._body.fill(record), separators=(",", ":"), default=str)
         return (self.method, url, body), url, body
 
-    def _batch_key(self, record: Mapping[str, Any]) -> str | int:
-        key_field = self._key_field
-        assert key_field is not None
-        key = self._key_source.value(record, key_field)
+
+class BatchKeys:
+    """``keys(record)`` -> ``(key, None, None)`` when requests are batched: the key is the
+    record's ``key_field`` value, the id the batch request sends."""
+
+    def __init__(self, config: HttpEnricherConfig) -> None:
+        if config.key_field is None:  # the config refuses this already
+            raise ValueError("key_field is required when batch_size is set (the id sent)")
+        self._key_field = config.key_field
+        self._key_source = FieldSource("key_field", None)
+
+    def __call__(self, record: Mapping[str, Any]) -> tuple[str | int, None, None]:
+        key = self._key_source.value(record, self._key_field)
         if isinstance(key, bool) or not isinstance(key, str | int):
             raise PermanentError(
-                f"key_field {key_field!r} must hold a string or an integer to batch on, "
+                f"key_field {self._key_field!r} must hold a string or an integer to batch on, "
                 f"got {type(key).__name__}"
             )
-        return key
+        return key, None, None
+
+
+RequestKeys = CallKeys | BatchKeys
+"""How a config keys its records: ``url`` and ``body`` are None when batching."""
+
+
+def request_keys(config: HttpEnricherConfig) -> RequestKeys:
+    """The keys of ``config``'s requests: batched ones or one call per record."""
+    return BatchKeys(config) if config.batch is not None else CallKeys(config)

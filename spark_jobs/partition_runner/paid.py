@@ -6,7 +6,7 @@ budget stop, Spark's task retry) starts a new enricher: without this it would ha
 forgotten every key the earlier attempts paid for, and pay again for each one the rest
 of the input repeats. So the results it replays (committed segments, and pending
 entries that already hold an outcome) fill that LRU cache before the first call, keyed
-exactly as the enricher keys a request (:class:`RequestKeys`).
+exactly as the enricher keys a request (``request_keys``).
 
 Memory bound: the index *is* the LRU cache the enricher then uses, so it holds at most
 ``http.cache_size`` entries of enrichment fields only (the most recently replayed), the
@@ -25,7 +25,7 @@ import pyarrow as pa
 from spark_jobs.asyncwait import OperatorSnapshot
 from spark_jobs.enrichers import EnrichmentError
 from spark_jobs.enrichers.dedup import LruCache
-from spark_jobs.enrichers.request_keys import RequestKeys
+from spark_jobs.enrichers.request_keys import RequestKeys, request_keys
 from spark_jobs.job_spec import JobSpec
 
 from .epoch import ERROR_COLUMN
@@ -42,7 +42,7 @@ class PaidAnswers:
         self.answered: LruCache[dict[str, Any]] | None = None
         config = None if spec.enricher else spec.http_config()
         if config is not None and config.cache_size:
-            self._keys, self.answered = RequestKeys(config), LruCache(config.cache_size)
+            self._keys, self.answered = request_keys(config), LruCache(config.cache_size)
 
     def replayed(self, batch: pa.RecordBatch) -> None:
         """Remember the results of one replayed batch (its rows are inputs and outputs)."""

@@ -14,6 +14,7 @@ from collections.abc import (
     Sequence,
 )
 from contextlib import aclosing
+from enum import Enum
 from typing import Any
 
 import pyarrow as pa
@@ -55,6 +56,26 @@ from .systemic import SystemicDetector, SystemicFailureError, credentials_hint
 from .task import PartitionTask
 
 logger = logging.getLogger(__name__)
+
+
+class CutReason(Enum):
+    """Why a snapshot is cut: one due while the attempt goes on, or its last one."""
+
+    DUE = "due"
+    """The interval or the epoch's size came round; calls go on."""
+    END = "end"
+    """The input ended and everything was emitted: the partition is done."""
+    OUTAGE = "outage"
+    """An outage was proven; the queued transient failures are called again on retry."""
+    SYSTEMIC = "systemic"
+    """A systemic failure stopped the partition; its queued failures are called again."""
+    BUDGET = "budget"
+    """The run's request budget is spent; the rest waits for the next run."""
+
+    @property
+    def last(self) -> bool:
+        """The attempt's last cut: nothing follows it."""
+        return self is not CutReason.DUE
 
 
 class PartitionRunner:
@@ -207,13 +228,13 @@ class _Attempt:
                         yield batch
             except ApiOutageError:
                 # Keep everything done so far; the retry resumes from this cut.
-                await self._final_cut(stop="outage")
+                await self._final_cut(CutReason.OUTAGE)
                 raise
             except SystemicFailureError as stop:
                 # Not raised on to Spark, whose task retries would only repeat the calls:
                 # the partition ends with its cut, and the driver fails the run naming why.
                 logger.error("%s", stop)
-                await self._final_cut(stop="systemic")
+                await self._final_cut(CutReason.SYSTEMIC)
                 return
             if self.budget.spent:
                 # Not a failure: what is done is committed, the rest waits for the next run.
@@ -223,13 +244,13 @@ class _Attempt:
                     self.task.partition,
                     len(self.budget.held) + len(self.outage) + len(self.systemic),
                 )
-                await self._final_cut(stop="budget")
+                await self._final_cut(CutReason.BUDGET)
                 return
             self._emit(self.outage.release())  # the input ended; no outage proven
             self._emit(self.systemic.release())  # nor a systemic failure
             if self.buffer.rows:
                 yield self.buffer.flush()
-            await self._final_cut(stop=None)
+            await self._final_cut(CutReason.END)
 
     async def _batches(
         self, outputs: AsyncIterator[OperatorOutput]
@@ -250,24 +271,23 @@ class _Attempt:
             if self.committer.due(self.buffer.epoch.rows):
                 if self.buffer.rows:
                     yield self.buffer.flush()
-                self._cut(final=False)
+                self._cut(CutReason.DUE)
 
     def _emit(self, outputs: Sequence[Result | Failure]) -> None:
         for output in outputs:
             self.buffer.add(self.inputs.pop(output.record), output)
 
-    async def _final_cut(self, *, stop: str | None) -> None:
-        """The last snapshot of this attempt: the end of the partition (``stop`` None), an
-        ``"outage"``, a ``"systemic"`` failure or a ``"budget"`` spent."""
+    async def _final_cut(self, reason: CutReason) -> None:
+        """The last snapshot of this attempt, for any ``reason`` but ``DUE``."""
         if self.buffer.rows:
             self.buffer.flush()  # after a stop: the unsent tail goes to the snapshot only
         await self.committer.wait()  # raises if that write failed
-        self._cut(final=stop is None, stop=stop, last=True)
+        self._cut(reason)
         await self.committer.wait()
-        if stop is None:  # no call follows: what is left of its claims is the others'
+        if reason is CutReason.END:  # no call follows: what is left of its claims is the others'
             await asyncio.to_thread(self.budget.give_back)
 
-    def _cut(self, *, final: bool, stop: str | None = None, last: bool = False) -> None:
+    def _cut(self, reason: CutReason) -> None:
         """Take the consistent cut now; the committer writes it while calls continue.
 
         Held-back suspects and records that met the spent budget were emitted before
@@ -283,19 +303,19 @@ class _Attempt:
             *self.budget.requeued(),
             *queued.entries,
         ]
-        if stop == "outage":
+        if reason is CutReason.OUTAGE:
             entries = retry_transient(entries)
-        systemic = self.systemic.stop if stop == "systemic" else None
+        systemic = self.systemic.stop if reason is CutReason.SYSTEMIC else None
         if systemic:
             entries = self.systemic.retry_queued(entries)
         snapshot = OperatorSnapshot(entries, queued.consumed)
         stats = self.stats.at_cut(
-            final=final,
-            budget_exhausted=stop == "budget",
+            final=reason is CutReason.END,
+            budget_exhausted=reason is CutReason.BUDGET,
             in_flight=len(entries),
             systemic_failure=systemic,
         )
         epoch = self.buffer.take_epoch()
         self.committer.start(
-            Cut(snapshot, epoch, stats, self.watermark, own=self.stats.own, last=last)
+            Cut(snapshot, epoch, stats, self.watermark, own=self.stats.own, last=reason.last)
         )

@@ -21,7 +21,7 @@ Usage::
                                 pending=entries), [("results", table)], check_lease)
     # first snapshot: writer.commit(Manifest(job_fingerprint=..., partition=3, epoch=0, ...), ...)
 
-    store.list_namespaces(); store.namespace_progress(key)
+    store.namespace_keys(); store.namespace_progress(key)
     store.clean_unreferenced(key); store.discard(key)
     store.mark_completed(key, record)      # after success: a completion record replaces them
 
@@ -52,7 +52,7 @@ from .lease import Heartbeat, LeaseError, NamespaceLease
 from .manifest import FORMAT_VERSION, Manifest, SegmentRef
 from .partition import DEFAULT_GRACE, PartitionSnapshots
 from .paths import NamespaceKey
-from .progress import NamespaceInfo, PartitionProgress
+from .progress import PartitionProgress
 from .store import SnapshotStore
 
 __all__ = [
@@ -66,7 +66,6 @@ __all__ = [
     "LedgerReading",
     "Manifest",
     "ManifestError",
-    "NamespaceInfo",
     "NamespaceKey",
     "NamespaceLease",
     "NewerFormatError",

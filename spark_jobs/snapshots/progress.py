@@ -12,7 +12,6 @@ from datetime import datetime
 from typing import Any
 
 from .manifest import Manifest
-from .paths import NamespaceKey
 
 
 @dataclass(frozen=True)
@@ -54,11 +53,3 @@ class PartitionProgress:
             in_flight=len(manifest.pending),
             stats=dict(manifest.stats),
         )
-
-
-@dataclass(frozen=True)
-class NamespaceInfo:
-    """One task run found under the store root, with per-partition progress."""
-
-    key: NamespaceKey
-    partitions: tuple[PartitionProgress, ...]

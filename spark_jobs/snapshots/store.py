@@ -27,7 +27,7 @@ from .paths import (
     decode_component,
     partition_dir_name,
 )
-from .progress import NamespaceInfo, PartitionProgress
+from .progress import PartitionProgress
 from .progress_record import MAX_RECORD_BYTES, ProgressRecord
 from .storage import list_entries, write_atomically
 
@@ -121,12 +121,6 @@ class SnapshotStore:
             for dag_id, dag_path in self._subdirs(self._root)
             for task_id, task_path in self._subdirs(dag_path)
             for interval_start, _ in self._subdirs(task_path)
-        ]
-
-    def list_namespaces(self) -> list[NamespaceInfo]:
-        """Every task run under the root with its per-partition progress."""
-        return [
-            NamespaceInfo(key, tuple(self.namespace_progress(key))) for key in self.namespace_keys()
         ]
 
     def write_job_record(self, key: NamespaceKey, record: Mapping[str, Any]) -> None:

@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from demo.stack import demo_api
-from spark_jobs.enrich_job import BUDGET_EXHAUSTED_EXIT
+from spark_jobs.exit_status import ExitStatus
 
 from .job_support import job_args, read_output, run_job, write_input
 
@@ -27,7 +27,7 @@ def test_budget_stops_resume_and_pay_exactly_once(tmp_path):
         args += ["--url-template", api.url + "/customers/{id}"]
         for run, done in enumerate((250, 500)):
             code, log = run_job(args)
-            assert code == BUDGET_EXHAUSTED_EXIT, log[-3000:]
+            assert code == ExitStatus.BUDGET_SPENT, log[-3000:]
             assert f"request budget spent: {done} of 600 records done, {600 - done} left" in log
             summary = json.loads((out / "_SUMMARY.json").read_text())
             assert summary["budget_exhausted"] is True

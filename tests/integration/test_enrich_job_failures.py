@@ -14,7 +14,7 @@ import pytest
 from demo.stack import demo_api
 from spark_jobs.current_result import read_result
 from spark_jobs.defaults import AUTH_FAILURE_THRESHOLD
-from spark_jobs.run_failures import DEAD_LETTER_CEILING_EXIT, SYSTEMIC_EXIT
+from spark_jobs.exit_status import ExitStatus
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 
 from .job_support import (
@@ -52,7 +52,7 @@ def test_a_wrong_key_fails_the_run_at_once_and_the_fixed_run_resumes_and_succeed
         code, log = run_job(args, env={"GEO_API_KEY": WRONG})
         wall = time.monotonic() - started
         refused = api.get("/stats")["by_status"]
-        assert code == SYSTEMIC_EXIT, log[-3000:]
+        assert code == ExitStatus.SYSTEMIC_FAILURE, log[-3000:]
         assert "systemic failure" in log and "ClientStatusError HTTP 401" in log
         assert "check the API key / bearer token (from $GEO_API_KEY)" in log
         assert "Nothing was published and no dead letter was written" in log
@@ -81,7 +81,7 @@ def test_a_dead_letter_ceiling_fails_a_finished_run_and_a_rerun_replays_it_witho
     with demo_api("--bad-request-rate", "0.05") as api:
         args = job_args(tmp_path, api.url, "--partitions", "2", "--max-dead-letters", "1%")
         code, log = run_job(args)
-        assert code == DEAD_LETTER_CEILING_EXIT, log[-3000:]
+        assert code == ExitStatus.DEAD_LETTER_CEILING, log[-3000:]
         assert "dead-letter ceiling crossed:" in log
         assert "more than --max-dead-letters 1% (10)" in log
         assert '"failed": "dead-letter ceiling crossed' in log, "the printed summary says why"
@@ -152,7 +152,7 @@ def test_retry_dead_letters_of_a_run_rejected_by_the_ceiling_publishes_it(tmp_pa
         args = job_args(tmp_path, api.url, "--partitions", "2", "--max-attempts", "2")
         args += ["--max-dead-letters", "1%"]
         code, log = run_job(args)
-        assert code == DEAD_LETTER_CEILING_EXIT, log[-3000:]
+        assert code == ExitStatus.DEAD_LETTER_CEILING, log[-3000:]
         calls = api.calls_per_key()
         _, dead_letters = snapshot_counts(tmp_path / "snapshots")
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from spark_jobs.enrich_job import BUDGET_EXHAUSTED_EXIT
+from spark_jobs.exit_status import ExitStatus
 
 from .job_support import ROOT, kill_group, read_output, run_job, start_job
 
@@ -109,7 +109,7 @@ def test_model_run_estimate_cost_stop_kill_resume_and_ledger(tmp_path):
         assert stats().get("requests", 0) == 0, "--estimate called the model"
 
         code, log = run_job([*spec, "--max-cost", "0.5"])
-        assert code == BUDGET_EXHAUSTED_EXIT, log[-3000:]
+        assert code == ExitStatus.BUDGET_SPENT, log[-3000:]
         assert "cost budget spent" in log
         stopped = json.loads((tmp_path / "out" / "_SUMMARY.json").read_text())
         assert stopped["budget_exhausted"] and 0 < stopped["records_done"] < RECORDS

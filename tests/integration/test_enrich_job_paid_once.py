@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from demo.stack import demo_api
-from spark_jobs.enrich_job import BUDGET_EXHAUSTED_EXIT
+from spark_jobs.exit_status import ExitStatus
 from spark_jobs.response_cache import request_key
 from spark_jobs.snapshots import SnapshotStore
 
@@ -77,7 +77,7 @@ def test_budget_stops_then_resume_pay_no_more_than_an_unbroken_run(tmp_path, unb
     with demo_api("--latency-ms", "5") as api:
         args = job_args(tmp_path, api.url, *OPTIONS, "--max-requests", "350")
         stops = 0
-        while (result := run_job(args))[0] == BUDGET_EXHAUSTED_EXIT:
+        while (result := run_job(args))[0] == ExitStatus.BUDGET_SPENT:
             stops += 1
             assert stops < 10, result[1][-3000:]
         assert result[0] == 0, result[1][-3000:]

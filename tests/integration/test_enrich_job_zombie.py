@@ -17,7 +17,7 @@ from collections import Counter
 import pytest
 
 from demo.stack import demo_api
-from spark_jobs.enrich_job import LEASE_EXIT
+from spark_jobs.exit_status import ExitStatus
 
 from .job_support import job_args, read_output, run_folders, start_job, write_input
 
@@ -105,7 +105,7 @@ def test_a_stalled_run_loses_its_lease_is_fenced_off_and_the_takeover_is_exact(t
     assert second_code == 0, second_log[-3000:]
     assert "taking over the expired lease of run first" in second_log
     assert "resuming epoch" in second_log
-    assert first_code == LEASE_EXIT, first_log[-3000:]
+    assert first_code == ExitStatus.LEASE_HELD, first_log[-3000:]
     assert "fenced off" in first_log
     data, dead, summary = read_output(tmp_path / "out")
     assert run_folders(tmp_path / "out") == ["second"], "the fenced run left its folder behind"

@@ -163,14 +163,13 @@ def test_list_clean_and_discard(store: SnapshotStore, s3, bucket: str) -> None:
     assert orphan.path in deleted and len(deleted) == 3  # the orphan and two old commits
     assert part.latest() == m and len(manifest_keys(s3, bucket, part)) == 1
 
-    infos = {info.key: info for info in store.list_namespaces()}
-    assert set(infos) == {KEY, other}
-    assert [(p.partition, p.input_offset, p.committed_rows) for p in infos[KEY].partitions] == [
-        (2, 3, 3)
-    ]
+    assert set(store.namespace_keys()) == {KEY, other}
+    assert [
+        (p.partition, p.input_offset, p.committed_rows) for p in store.namespace_progress(KEY)
+    ] == [(2, 3, 3)]
     assert store.discard(KEY) is True
     assert store.discard(KEY) is False
-    assert [info.key for info in store.list_namespaces()] == [other]
+    assert store.namespace_keys() == [other]
     remaining = s3.list_objects_v2(Bucket=bucket, Prefix="prefix/")["Contents"]
     assert all("2026-11-21" in item["Key"] for item in remaining)
 
@@ -216,7 +215,8 @@ def test_credentials_never_leak(store: SnapshotStore, s3, bucket: str, caplog) -
             part.commit(
                 committed.advance(attempt=A1, input_offset=2, pending=[], new_segments=[ref])
             )
-        store.list_namespaces()
+        for key in store.namespace_keys():
+            store.namespace_progress(key)
         store.discard(KEY)
 
     manifest = committed.to_json_bytes().decode()

@@ -237,7 +237,7 @@ def test_bad_configuration_is_named(kwargs, message):
         AsyncWaitOperator(fn, **kwargs)
 
 
-async def test_metrics_count_and_measure_latency():
+async def test_metrics_count():
     async def fn(record):
         await asyncio.sleep(0.01)
         return record
@@ -247,4 +247,3 @@ async def test_metrics_count_and_measure_latency():
         pass
     stats = op.metrics.as_dict()
     assert stats["completed"] == 20 and stats["emitted"] == 20 and stats["in_flight"] == 0
-    assert 0.009 <= stats["latency_p50_s"] <= stats["latency_p99_s"] < 1.0

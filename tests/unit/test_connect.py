@@ -10,7 +10,7 @@ import pytest
 
 from spark_jobs.connect import REMOTE_ENV, code_zip, redacted, remote_url
 from spark_jobs.job_cli import parse_args
-from spark_jobs.job_spec import SpecError
+from spark_jobs.spec_error import SpecError
 
 REQUIRED = [
     *("--input", "in", "--output", "out", "--key-column", "id", "--snapshot-dir", "snap"),

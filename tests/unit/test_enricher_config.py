@@ -160,22 +160,6 @@ def test_fingerprint_is_stable_and_sensitive_to_what_is_enriched():
     assert len({c.fingerprint() for c in changed} | {base.fingerprint()}) == 5
 
 
-def test_record_fields_lists_what_the_templates_need():
-    cfg = config(
-        method="POST",
-        url_template="https://h/customers/{customer_id}/orders/{order_id}",
-        body_template={"region": "{region}", "again": "{customer_id}"},
-    )
-    assert cfg.record_fields() == ["customer_id", "order_id", "region"]
-    batch = config(
-        url_template=None,
-        batch_size=5,
-        batch_url_template="https://h/batch",
-        key_field="customer_id",
-    )
-    assert batch.record_fields() == ["customer_id"]
-
-
 def test_fingerprints_of_configs_written_before_batch_nesting_are_unchanged():
     """Hashes computed by the code before ``BatchConfig`` and the field markers (commit
     0300f7e): snapshots written then must still resume."""

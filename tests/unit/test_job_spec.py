@@ -12,7 +12,8 @@ import pytest
 from spark_jobs import defaults
 from spark_jobs.enrichers import HttpEnricherConfig
 from spark_jobs.job_cli import build_parser, parse_args
-from spark_jobs.job_spec import JobSpec, SpecError
+from spark_jobs.job_spec import JobSpec
+from spark_jobs.spec_error import SpecError
 
 REQUIRED = [
     *("--input", "in", "--output", "out", "--key-column", "id", "--snapshot-dir", "snap"),

@@ -426,7 +426,7 @@ def test_a_model_spec_takes_its_columns_from_the_schema_and_posts():
     ],
 )
 def test_bad_model_options_name_the_option(extra, model, message):
-    from spark_jobs.option_values import SpecError
+    from spark_jobs.spec_error import SpecError
 
     with pytest.raises(SpecError, match=re.escape(message)):
         _spec(*extra, model=model)
@@ -434,7 +434,7 @@ def test_bad_model_options_name_the_option(extra, model, message):
 
 def test_max_cost_needs_a_model_and_excludes_max_requests():
     from spark_jobs.job_cli import parse_args
-    from spark_jobs.option_values import SpecError
+    from spark_jobs.spec_error import SpecError
 
     base = ["--input", "in", "--output", "out", "--key-column", "id", "--snapshot-dir", "s"]
     http = ["--url-template", "http://api/{id}", "--response-field", "a=$.a"]

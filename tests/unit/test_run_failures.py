@@ -6,14 +6,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from spark_jobs.option_values import SpecError
+from spark_jobs.exit_status import ExitStatus
 from spark_jobs.run_failures import (
-    DEAD_LETTER_CEILING_EXIT,
-    SYSTEMIC_EXIT,
     dead_letter_ceiling,
     dead_letter_limit,
     systemic_failure,
 )
+from spark_jobs.spec_error import SpecError
 
 
 @pytest.mark.parametrize(
@@ -35,7 +34,7 @@ def test_crossing_the_ceiling_fails_saying_why_and_keeps_the_counts() -> None:
     assert dead_letter_ceiling(summary, "10%") is None, "equal to the ceiling is allowed"
     assert dead_letter_ceiling(summary, None) is None
     failure = dead_letter_ceiling(summary, "19")
-    assert failure is not None and failure.exit_status == DEAD_LETTER_CEILING_EXIT
+    assert failure is not None and failure.exit_status == ExitStatus.DEAD_LETTER_CEILING
     assert "20 dead letters of 200 records, more than --max-dead-letters 19" in failure.reason
     assert failure.summary == {**summary, "failed": failure.reason}
 
@@ -47,6 +46,6 @@ def test_a_systemic_stop_of_this_run_fails_it_and_one_of_another_run_does_not() 
     reason = "partition 1: systemic failure: 5 records in a row failed with X"
     partitions = [part({"run_id": "r2"}), part({"run_id": "r2", "systemic_failure": reason})]
     failure = systemic_failure(partitions, "r2")
-    assert failure is not None and failure.exit_status == SYSTEMIC_EXIT
+    assert failure is not None and failure.exit_status == ExitStatus.SYSTEMIC_FAILURE
     assert failure.reason.startswith(reason) and "Nothing was published" in failure.reason
     assert systemic_failure(partitions, "r3") is None

@@ -24,7 +24,6 @@ from hypothesis import strategies as st
 from spark_jobs.snapshots import (
     Manifest,
     ManifestError,
-    NamespaceInfo,
     NamespaceKey,
     PartitionSnapshots,
     SnapshotStore,
@@ -436,11 +435,11 @@ def test_interval_encoding_never_collides(store: SnapshotStore) -> None:
     commit_epoch(store.partition(colon, 0), None, attempt=A1, offset=1)
     commit_epoch(store.partition(underscore, 0), None, attempt=A1, offset=2)
 
-    listed = {info.key: info.partitions[0].input_offset for info in store.list_namespaces()}
+    listed = {key: store.namespace_progress(key)[0].input_offset for key in store.namespace_keys()}
     assert listed == {colon: 1, underscore: 2}
 
 
-def test_list_namespaces_discard_and_mark_completed(store: SnapshotStore, tmp_path: Path) -> None:
+def test_namespace_keys_discard_and_mark_completed(store: SnapshotStore, tmp_path: Path) -> None:
     other = NamespaceKey("enrich_dag", "enrich.partitions", "2026-11-21T00:00:00+00:00")
     for number, offset in [(0, 5), (1, 7)]:
         p = store.partition(KEY, number)
@@ -449,9 +448,8 @@ def test_list_namespaces_discard_and_mark_completed(store: SnapshotStore, tmp_pa
     (tmp_path / "snaps" / "not a namespace").mkdir()
     Path(store.partition(KEY, 9).path).mkdir(parents=True)  # no manifest: not reported
 
-    infos = {info.key: info for info in store.list_namespaces()}
-    assert set(infos) == {KEY, other}
-    progress = infos[KEY].partitions
+    assert set(store.namespace_keys()) == {KEY, other}
+    progress = store.namespace_progress(KEY)
     assert [(p.partition, p.input_offset, p.committed_rows, p.attempt) for p in progress] == [
         (0, 5, 5, A1),
         (1, 7, 7, A1),
@@ -462,7 +460,7 @@ def test_list_namespaces_discard_and_mark_completed(store: SnapshotStore, tmp_pa
     assert store.discard(other) is False
     # After success the job replaces the snapshots by a completion record (enrich_job).
     store.mark_completed(KEY, {"fingerprint": FP})
-    assert store.list_namespaces() == [NamespaceInfo(KEY, ())]
+    assert store.namespace_keys() == [KEY] and store.namespace_progress(KEY) == []
     assert store.read_completed(KEY) == {"fingerprint": FP}
     assert store.partitions(KEY) == []
 

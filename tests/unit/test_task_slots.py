@@ -9,7 +9,8 @@ import os
 import pytest
 
 from spark_jobs.enrichers import ResponseField
-from spark_jobs.job_spec import JobSpec, SpecError
+from spark_jobs.job_spec import JobSpec
+from spark_jobs.spec_error import SpecError
 from spark_jobs.task_slots import task_slots, with_running_partitions
 
 

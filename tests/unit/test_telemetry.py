@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.job_cli import parse_args
-from spark_jobs.job_spec import SpecError
 from spark_jobs.lineage_parent import with_lineage_parent
+from spark_jobs.spec_error import SpecError
 from spark_jobs.telemetry import NO_TELEMETRY, partition_telemetry
 
 ROOT = Path(__file__).resolve().parents[2]
