@@ -43,7 +43,7 @@ from typing import Any
 import pyspark
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import Connection
+from airflow.sdk import Connection, Context
 
 from plugins.cluster_run_trigger import ClusterRunTrigger
 from plugins.driver_status import StandaloneRestStatus, standalone_rest_endpoints
@@ -149,7 +149,7 @@ class ClusterDriverRun(SparkSubmitOperator):
             )
             self.conf = {"spark.master.rest.enabled": "true", **(self.conf or {})}
 
-    def submit_job(self, context: Any) -> str | None:
+    def submit_job(self, context: Context) -> str | None:
         """The provider submits a new driver (no earlier one to re-attach to): keep its
         run id first, so a retry that re-attaches knows which run it watches."""
         if self.deferrable and self.post_submit_commands:  # run when the provider's poll ends
@@ -160,7 +160,7 @@ class ClusterDriverRun(SparkSubmitOperator):
         self._submitted = True
         return super().submit_job(context)
 
-    def poll_until_complete(self, external_id: Any, context: Any) -> None:
+    def poll_until_complete(self, external_id: Any, context: Context) -> None:
         if not self._submitted:  # the provider re-attached to a driver that still runs
             state = context.get("task_state_store")
             stored = state.get(RUN_ID_KEY) if state is not None else None
@@ -193,7 +193,9 @@ class ClusterDriverRun(SparkSubmitOperator):
             poll_interval_s=INTERVAL_S,
         )
 
-    def execute_complete(self, context: Any, event: dict[str, Any], run_id: str) -> dict[str, Any]:
+    def execute_complete(
+        self, context: Context, event: dict[str, Any], run_id: str
+    ) -> dict[str, Any]:
         """Resumed on a worker once the trigger fired: end the try as ``execute`` does."""
         api = EnrichmentApiHook(self.api_conn_id, self.snapshot_root)
         key = namespace_key(context)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import conf
+from airflow.sdk import Context, conf
 from airflow.sdk.exceptions import AirflowException
 
 import spark_jobs
@@ -225,7 +225,7 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
             raise ValueError(f"url_path must start with '/', got {url_path!r}")
 
     # The summary goes to XCom; the provider declares its execute as returning None.
-    def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
+    def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
         api = EnrichmentApiHook(self.api_conn_id, self.snapshot_root)
         key = namespace_key(context)
         run_id = f"{context['run_id']}.try{context['ti'].try_number}.{uuid.uuid4().hex[:6]}"
@@ -248,7 +248,7 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
             fail_run(self, api, key, self._run.run_id, error)
         return finish_run(self, context, api)
 
-    def _submit(self, context: Any) -> None:
+    def _submit(self, context: Context) -> None:
         """spark-submit through the provider, or the job as a Spark Connect client."""
         if self._connect is None:
             self.prepare_submit()

@@ -159,7 +159,8 @@ def _run_holding_lease(
     job_record = _job_record(frame, spec, records_in)
     decision = _open_namespace(store, key, spec, job_record)
     if decision.completed is not None:
-        return decision.completed["summary"]
+        published: dict[str, Any] = decision.completed["summary"]
+        return published
     spec = with_running_partitions(spec, spark_conf(spark))
     discard_other_runs(spec.snapshot_dir, store.namespace_path(key), run_id)
 
@@ -279,12 +280,14 @@ def _partition_function(
     """The function Spark ships to executors: one PartitionRunner per task."""
     spec_json = spec.to_json()
 
-    def enrich_partition(batches):
+    def enrich_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
         from spark_jobs.partition_runner import PartitionRunner, PartitionTask
 
         context = TaskContext.get()
+        if context is None:  # Spark sets it in every task; only a direct call lacks one
+            raise RuntimeError("enrich_partition runs inside a Spark task (mapInArrow)")
         partition = context.partitionId()
         attempt = f"s{context.stageId()}-t{context.taskAttemptId()}-a{context.attemptNumber()}"
         task_spec = JobSpec.from_json(spec_json)

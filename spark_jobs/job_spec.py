@@ -26,7 +26,8 @@ from spark_jobs.enrichers.validation import IDENTITY
 from spark_jobs.http_options import http_config
 from spark_jobs.input_options import check_input_options, key_column_value
 from spark_jobs.model_options import model_fields
-from spark_jobs.option_values import SpecError, check, parse_duration, parse_response_field
+from spark_jobs.option_values import SpecError as SpecError  # what an invalid spec raises
+from spark_jobs.option_values import check, parse_duration, parse_response_field
 from spark_jobs.path_overlap import check_separate_paths
 from spark_jobs.run_failures import check_failure_options
 from spark_jobs.run_options import check_run_options

@@ -14,10 +14,11 @@ from urllib.parse import unquote
 import fsspec
 import pyarrow as pa
 
+from spark_jobs.input_options import CORRUPT_RECORD
 from spark_jobs.job_spec import JobSpec, SpecError
 from spark_jobs.model_options import model_config, output_types
 from spark_jobs.partition_runner import ATTEMPTS_COLUMN, ERROR_COLUMN
-from spark_jobs.row_enrichment import CORRUPT_RECORD, HELPER_COLUMNS, SOURCE_FILE
+from spark_jobs.row_enrichment import HELPER_COLUMNS, SOURCE_FILE
 
 ARROW_TYPES = {
     "string": pa.string(),
