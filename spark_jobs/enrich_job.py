@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 
@@ -159,8 +159,7 @@ def _run_holding_lease(
     job_record = _job_record(frame, spec, records_in)
     decision = _open_namespace(store, key, spec, job_record)
     if decision.completed is not None:
-        published: dict[str, Any] = decision.completed["summary"]
-        return published
+        return cast("dict[str, Any]", decision.completed["summary"])  # its JSON object
     spec = with_running_partitions(spec, spark_conf(spark))
     discard_other_runs(spec.snapshot_dir, store.namespace_path(key), run_id)
 
