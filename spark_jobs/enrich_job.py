@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from functools import partial
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 
@@ -56,6 +56,9 @@ from spark_jobs.spark_logging import apply_level, configure_launch
 from spark_jobs.spark_session import cancel_running, check_java, spark_session
 from spark_jobs.summary import build_summary
 from spark_jobs.task_slots import spark_conf, with_running_partitions
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 logger = logging.getLogger("enrich_job")
 
@@ -113,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run(spark: Any, spec: JobSpec) -> dict[str, Any]:
+def run(spark: SparkSession, spec: JobSpec) -> dict[str, Any]:
     """The whole job on an existing session, holding the namespace's lease; returns the
     summary it also publishes."""
     run_id = spec.run_id or uuid.uuid4().hex[:12]
@@ -143,7 +146,7 @@ _FENCED = (
 
 
 def _run_holding_lease(
-    spark: Any,
+    spark: SparkSession,
     spec: JobSpec,
     store: SnapshotStore,
     key: NamespaceKey,
@@ -226,7 +229,7 @@ def _ceiling(spec: JobSpec, staging: str, summary: dict[str, Any]) -> RunFailed 
     return failure
 
 
-def _job_record(frame: Any, spec: JobSpec, records_in: int) -> dict[str, Any]:
+def _job_record(frame: DataFrame, spec: JobSpec, records_in: int) -> dict[str, Any]:
     """What this run is: its inputs' and enrichment's fingerprint, and its size."""
     identity: dict[str, Any] = {
         "inputs": input_fingerprint(frame),
