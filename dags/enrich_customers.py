@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from typing import Any
 
 import pendulum
 from airflow.sdk import DAG, Asset, Param, Variable, task
@@ -97,7 +98,7 @@ with DAG(
 ) as dag:
 
     @task.sensor(poke_interval=30, timeout=6 * 3600, mode="reschedule")
-    def wait_for_input(ds=None) -> bool:
+    def wait_for_input(ds: str | None = None) -> bool:
         """The day's input directory exists and holds data."""
         import fsspec
 
@@ -134,7 +135,7 @@ with DAG(
     )
 
     @task
-    def publish(summary: dict, ds=None) -> dict:
+    def publish(summary: dict[str, Any], ds: str | None = None) -> dict[str, Any]:
         """Check the day's invariant before downstream consumers (watching the Asset) read it."""
         if summary["records_in"] != summary["enriched"] + summary["dead_letters"]:
             raise ValueError(f"{ds}: records lost or doubled: {json.dumps(summary)}")

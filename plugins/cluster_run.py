@@ -23,7 +23,15 @@ Spark refuses ``.py`` applications in standalone cluster mode ("Cluster deploy m
 currently not supported for python applications on standalone clusters"), so there the
 job is submitted as what spark-submit itself runs for Python in client mode: Spark's
 ``PythonRunner`` class, with the job's file as its first argument and any jar as the
-required primary resource (:func:`python_on_standalone_cluster`).
+required primary resource (:func:`python_on_standalone_cluster`). The class goes to the
+provider as its ``java_class`` constructor argument on every run: for a ``.py``
+application spark-submit runs ``PythonRunner`` in every other mode anyway, so the flag
+changes nothing there, and no private attribute of the provider is set after the fact.
+
+Everything here uses the provider's public surface only: the constructor's arguments,
+its templated attributes (``application``, ``application_args``, ``conf``, ``files``)
+before its ``execute`` builds its hook, the ``ResumableJobMixin`` methods, and the
+Spark connection through ``SparkSubmitHook.get_connection``.
 """
 
 from __future__ import annotations
@@ -33,8 +41,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import BaseHook
+from airflow.sdk import Connection, Context
 
 from plugins.cluster_run_trigger import ClusterRunTrigger
 from plugins.driver_status import StandaloneRestStatus, standalone_rest_endpoints
@@ -72,15 +81,20 @@ def launcher_jar() -> str:
 
 def python_on_standalone_cluster(
     application: str, args: list[str], py_files: str | None
-) -> tuple[str, str, list[str]]:
-    """``(application, java_class, application_args)`` that run ``application`` (a .py
-    file) through ``PythonRunner``: its arguments are the file, the py-files, the rest."""
-    return launcher_jar(), PYTHON_RUNNER, [application, py_files or "", *args]
+) -> tuple[str, list[str]]:
+    """``(application, application_args)`` that run ``application`` (a .py file) through
+    ``PythonRunner`` (the ``java_class``): its arguments are the file, the py-files, the
+    rest."""
+    return launcher_jar(), [application, py_files or "", *args]
 
 
 class ClusterDriverRun(SparkSubmitOperator):
     """``SparkSubmitOperator`` with the cluster-mode behaviour the module describes.
 
+    :param conn_id: the Spark connection (the provider's ``conn_id``), kept as
+        ``spark_conn_id``.
+    :param deploy_mode: ``client`` or ``cluster`` over the connection's ``deploy-mode``
+        extra (the provider's ``deploy_mode``), kept as ``deploy_mode``.
     :param deferrable: wait in the triggerer, not in a worker slot (standalone cluster
         mode with REST submission); elsewhere the task waits as the provider does.
     :param durable: the provider's re-attach on retry (see the module), on by default.
@@ -91,18 +105,54 @@ class ClusterDriverRun(SparkSubmitOperator):
     snapshot_root: str | None
     _run: EnrichmentRun
 
-    def __init__(self, *, deferrable: bool, durable: bool, **kwargs: Any) -> None:
-        super().__init__(durable=durable, **kwargs)
+    def __init__(
+        self,
+        *,
+        conn_id: str,
+        deploy_mode: str | None = None,
+        deferrable: bool,
+        durable: bool,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            conn_id=conn_id,
+            deploy_mode=deploy_mode,
+            java_class=PYTHON_RUNNER,  # why on every run: see the module
+            durable=durable,
+            **kwargs,
+        )
+        self.spark_conn_id, self.deploy_mode = conn_id, deploy_mode
         self.deferrable = deferrable
         self._submitted = False
 
+    def spark_connection(self) -> Connection:
+        """The Spark connection, looked up as the provider's hook looks it up."""
+        return SparkSubmitHook.get_connection(self.spark_conn_id)
+
+    def driver_on_cluster(self, connection: Connection) -> bool:
+        """Whether spark-submit starts the driver on the cluster: the ``deploy_mode``
+        parameter, else the connection's ``deploy-mode`` extra (the provider's rule)."""
+        return (self.deploy_mode or connection.extra_dejson.get("deploy-mode")) == "cluster"
+
     def standalone_cluster(self) -> bool:
         """Whether the driver runs on a standalone cluster (``spark://``, cluster mode)."""
-        connection = BaseHook.get_connection(self._conn_id)
-        mode = self._deploy_mode or connection.extra_dejson.get("deploy-mode")
-        return mode == "cluster" and spark_master(connection).startswith("spark://")
+        connection = self.spark_connection()
+        return self.driver_on_cluster(connection) and spark_master(connection).startswith(
+            "spark://"
+        )
 
-    def submit_job(self, context: Any) -> str | None:
+    def run_python_on_standalone_cluster(self) -> None:
+        """On a standalone cluster, the job's file as ``PythonRunner``'s first argument
+        (see the module), and spark-submit told to submit through the master's REST server;
+        elsewhere nothing changes. Called after templating, once the job's arguments are
+        built; running it again changes nothing."""
+        if self.application.endswith(".py") and self.standalone_cluster():
+            self.application, self.application_args = python_on_standalone_cluster(
+                self.application, self.application_args or [], self.py_files
+            )
+            self.conf = {"spark.master.rest.enabled": "true", **(self.conf or {})}
+
+    def submit_job(self, context: Context) -> str | None:
         """The provider submits a new driver (no earlier one to re-attach to): keep its
         run id first, so a retry that re-attaches knows which run it watches."""
         if self.deferrable and self.post_submit_commands:  # run when the provider's poll ends
@@ -113,7 +163,7 @@ class ClusterDriverRun(SparkSubmitOperator):
         self._submitted = True
         return super().submit_job(context)
 
-    def poll_until_complete(self, external_id: Any, context: Any) -> None:
+    def poll_until_complete(self, external_id: Any, context: Context) -> None:
         if not self._submitted:  # the provider re-attached to a driver that still runs
             state = context.get("task_state_store")
             stored = state.get(RUN_ID_KEY) if state is not None else None
@@ -133,7 +183,7 @@ class ClusterDriverRun(SparkSubmitOperator):
         )
 
     def _trigger(self, driver_id: str) -> ClusterRunTrigger:
-        connection = BaseHook.get_connection(self._conn_id)
+        connection = self.spark_connection()
         extra = connection.extra_dejson
         scheme, port = extra.get("rest-scheme", "http"), int(extra.get("rest-port", 6066))
         endpoints = standalone_rest_endpoints(spark_master(connection), scheme, port)
@@ -146,7 +196,9 @@ class ClusterDriverRun(SparkSubmitOperator):
             poll_interval_s=INTERVAL_S,
         )
 
-    def execute_complete(self, context: Any, event: dict[str, Any], run_id: str) -> dict[str, Any]:
+    def execute_complete(
+        self, context: Context, event: dict[str, Any], run_id: str
+    ) -> dict[str, Any]:
         """Resumed on a worker once the trigger fired: end the try as ``execute`` does."""
         api = EnrichmentApiHook(self.api_conn_id, self.snapshot_root)
         key = namespace_key(context)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.sdk import BaseOperator
+from airflow.sdk import BaseOperator, Context
 
-from plugins.namespace import snapshot_root
+from plugins.namespace import interval_start, snapshot_root
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 
 
@@ -36,8 +36,8 @@ class DiscardSnapshotsOperator(BaseOperator):
         self.interval_start = interval_start
         self.snapshot_root = snapshot_root
 
-    def execute(self, context: Any) -> bool:
-        interval = self.interval_start or context["data_interval_start"].isoformat()
+    def execute(self, context: Context) -> bool:
+        interval = self.interval_start or interval_start(context)
         key = NamespaceKey(context["ti"].dag_id, self.target_task_id, interval)
         store = SnapshotStore(snapshot_root(self.snapshot_root))
         discarded = store.discard(key)

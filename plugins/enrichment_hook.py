@@ -188,7 +188,8 @@ class EnrichmentApiHook(BaseHook):
     def read_summary(self, output_path: str) -> dict[str, Any]:
         """The published ``_SUMMARY.json`` of ``output_path``."""
         with fsspec.open(f"{output_path.rstrip('/')}/_SUMMARY.json") as file:
-            return json.load(file)
+            summary: dict[str, Any] = json.load(file)
+        return summary
 
     def fail_for_a_spent_budget(self, output_path: str, run_id: str) -> None:
         """A run that spent its ``--max-requests`` ends failed *without* automatic

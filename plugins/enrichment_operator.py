@@ -17,13 +17,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import BaseHook, conf
+from airflow.sdk import Context, conf
 from airflow.sdk.exceptions import AirflowException
 
 import spark_jobs
-from plugins.cluster_run import ClusterDriverRun, EnrichmentRun, python_on_standalone_cluster
+from plugins.cluster_run import ClusterDriverRun, EnrichmentRun
 from plugins.connect_job import ConnectJobRun
 from plugins.enrichment_hook import BEARER_AUTO, EnrichmentApiHook
 from plugins.job_arguments import job_arguments
@@ -101,13 +100,29 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         ``spark.master.rest.enabled``, ``deploy-mode`` cluster) submit, then wait in the
         triggerer, holding no worker slot; progress goes to the task log. Default: the
         ``[operators] default_deferrable`` option. Elsewhere the task waits in its worker.
-    :param durable: the provider's re-attach, set explicitly (default True; cluster deploy
-        mode only): a retry whose driver still runs watches that driver (no second driver,
-        no wait for the snapshot lease); one whose driver failed submits a new driver,
-        which resumes from the snapshots; see ``plugins.cluster_run``.
+    :param durable: the Spark provider's durable execution (its ``ResumableJobMixin``),
+        set explicitly, default True. It decides whether a try submits a driver at all; our
+        snapshots decide how much a new driver redoes; both act inside ``super().execute()``.
+        The provider uses it where it tracks a driver it does not hold: standalone cluster
+        mode, and Kubernetes or YARN cluster mode with ``track_driver_via_k8s_api`` or
+        ``yarn_track_via_rm_api`` (YARN cluster mode refuses ``durable=True`` without the
+        latter). There it keeps the driver's id in the task state store, and a retry asks
+        the cluster first: a driver still running is watched, not submitted again (no
+        second driver, no wait for the first one's snapshot lease, no call made twice); a
+        finished one is not run again (the published summary is the result); a failed one
+        is replaced by a new driver, which resumes from the snapshots. With
+        ``durable=False``, and in client mode, every try submits a new driver, and the
+        snapshots alone make it resume. See ``plugins.cluster_run``.
     :param kwargs: ``SparkSubmitOperator``'s parameters (``conf``, ``files``,
-        ``env_vars``...), except ``application``, ``conn_id`` and ``application_args``,
-        which this operator sets: extra job flags go in ``job_args``.
+        ``deploy_mode``, ``env_vars``...), except ``application``, ``conn_id``,
+        ``java_class`` and ``application_args``, which this operator sets: extra job flags
+        go in ``job_args``. ``conf`` and ``files`` go to the provider's constructor as given;
+        what the job itself needs (``ship_environment``, the REST submission of a standalone
+        cluster, the driver's log level) depends on rendered templates and on the Spark
+        connection, so it is added to them in ``execute``, before the provider builds its
+        hook (``prepare_submit``): files given here stay, and so do the user's
+        ``spark.driver.extraJavaOptions`` and ``spark.master.rest.enabled``; a shipped
+        runtime sets ``spark.pyspark.python`` and ``spark.pyspark.driver.python``.
     """
 
     template_fields: Sequence[str] = (
@@ -210,7 +225,7 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
             raise ValueError(f"url_path must start with '/', got {url_path!r}")
 
     # The summary goes to XCom; the provider declares its execute as returning None.
-    def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
+    def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
         api = EnrichmentApiHook(self.api_conn_id, self.snapshot_root)
         key = namespace_key(context)
         run_id = f"{context['run_id']}.try{context['ti'].try_number}.{uuid.uuid4().hex[:6]}"
@@ -233,11 +248,33 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
             fail_run(self, api, key, self._run.run_id, error)
         return finish_run(self, context, api)
 
-    def _submit(self, context: Any) -> None:
+    def _submit(self, context: Context) -> None:
         """spark-submit through the provider, or the job as a Spark Connect client."""
         if self._connect is None:
+            self.prepare_submit()
             return super().execute(context)
         return self._connect.run(self)
+
+    def prepare_submit(self) -> None:
+        """Add what the job needs to the provider's ``application``, ``application_args``,
+        ``conf`` and ``files``, its public (templated) attributes, once they are rendered
+        and the job's arguments built: the provider's ``execute`` builds its hook from them,
+        as it does itself when it adds OpenLineage's settings to ``conf``. Running it again
+        changes nothing."""
+        self.run_python_on_standalone_cluster()
+        conf = dict(self.conf or {})
+        pex = self._shipped_environment()
+        if pex:
+            files = [name for name in (self.files or "").split(",") if name]
+            self.files = ",".join(files if pex in files else [*files, pex])
+            conf["spark.pyspark.python"] = f"./{Path(pex).name}"
+            conf["spark.pyspark.driver.python"] = sys.executable
+        # Spark's logging at spark_log_level from the driver JVM's start, through the job's
+        # shipped log4j2 file. In cluster deploy mode the driver runs elsewhere, where that
+        # file's path means nothing: the job sets the level once it starts.
+        if not self.driver_on_cluster(self.spark_connection()):
+            conf = with_java_options(conf, self.spark_log_level)
+        self.conf = conf
 
     def on_kill(self) -> None:
         return super().on_kill() if self._connect is None else self._connect.kill()
@@ -253,34 +290,12 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         """The master the Spark provider will submit to, resolved by its own rule."""
         if self._connect is not None:  # the Spark Connect URL, its token hidden
             return self._connect.master()
-        return spark_master(BaseHook.get_connection(self._conn_id))
+        return spark_master(self.spark_connection())
 
     @staticmethod
     def _python_env() -> dict[str, str]:
         """Spark's Python workers start ``python3`` from PATH unless told: use this one."""
         return {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-
-    def _get_hook(self) -> SparkSubmitHook:
-        """The provider's hook, with the packed environment (if any) in its files and conf:
-        set here, after templating, so a Variable can name it."""
-        if self.application == ENRICH_JOB and self.standalone_cluster():
-            # The provider keeps its ``java_class`` argument as ``_java_class``.
-            self.application, self._java_class, self.application_args = (
-                python_on_standalone_cluster(ENRICH_JOB, self.application_args or [], self.py_files)
-            )
-            # spark-submit submits through the master's REST server only when told so.
-            self.conf = {"spark.master.rest.enabled": "true", **(self.conf or {})}
-        pex = self._shipped_environment()
-        if pex:
-            files = [name for name in (self.files or "").split(",") if name]
-            self.files = ",".join(files if pex in files else [*files, pex])
-            self.conf = {
-                **(self.conf or {}),
-                "spark.pyspark.python": f"./{Path(pex).name}",
-                "spark.pyspark.driver.python": sys.executable,
-            }
-        self._quiet_spark_logging()
-        return super()._get_hook()
 
     def _shipped_environment(self) -> str | None:
         """``ship_environment``, checked: every executor runs it as its Python, and
@@ -296,12 +311,3 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
                 f"(the one `make dist` builds), not a URL or a directory; got {pex!r}"
             )
         return pex
-
-    def _quiet_spark_logging(self) -> None:
-        """Spark's logging at ``spark_log_level`` from the driver JVM's start, through the
-        job's shipped log4j2 file. In cluster deploy mode the driver runs elsewhere,
-        where that file's path means nothing: the job sets the level once it starts."""
-        extra = BaseHook.get_connection(self._conn_id).extra_dejson
-        if (self._deploy_mode or extra.get("deploy-mode")) == "cluster":  # base class's
-            return
-        self.conf = with_java_options(self.conf or {}, self.spark_log_level)

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 import attr
 from airflow.providers.openlineage.extractors import OperatorLineage
-from openlineage.client.event_v2 import InputDataset, OutputDataset
+from openlineage.client.event_v2 import Dataset, InputDataset, OutputDataset
 from openlineage.client.facet_v2 import RunFacet
 from openlineage.client.generated.input_statistics_input_dataset import (
     InputStatisticsInputDatasetFacet,
@@ -81,11 +81,11 @@ def _port(port: int | None) -> str:
 
 def lineage_on_complete(
     input_path: str, output_path: str, url_template: str, summary: dict[str, Any]
-) -> OperatorLineage:
+) -> OperatorLineage[Dataset, RunFacet]:
     """The inputs, outputs and run facet of a completed enrichment task."""
     enriched, dead = int(summary.get("enriched", 0)), int(summary.get("dead_letters", 0))
     requests = int(summary.get("requests_made", 0))
-    inputs = [
+    inputs: list[Dataset] = [
         InputDataset(
             *dataset_name(input_path),
             inputFacets={
@@ -100,7 +100,7 @@ def lineage_on_complete(
         ),
     ]
     namespace, name = dataset_name(output_path)
-    outputs = [
+    outputs: list[Dataset] = [
         OutputDataset(namespace, name, outputFacets=_rows(enriched)),
         OutputDataset(namespace, f"{name.rstrip('/')}/{DEAD_LETTERS}", outputFacets=_rows(dead)),
     ]

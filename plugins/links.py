@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.sdk import BaseOperatorLink
+from airflow.sdk import BaseOperatorLink, Context
 
 from plugins.namespace import namespace_key
 from plugins.urls import page_url
@@ -26,7 +26,7 @@ class SnapshotProgressLink(BaseOperatorLink):
             return page_url(key.dag_id, key.task_id, key.interval_start)
         return page_url(ti_key.dag_id, ti_key.task_id)
 
-    def publish(self, context: Any) -> None:
+    def publish(self, context: Context) -> None:
         """Store the link for the UI now, rather than when the try ends."""
         ti = context["ti"]
         ti.xcom_push(key=self.xcom_key, value=self.get_link(ti.task, ti_key=ti))

@@ -24,10 +24,13 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 from spark_jobs.snapshots.stall import stall_of
+
+if TYPE_CHECKING:  # the web view imports this module too: no Airflow import at run time
+    from airflow.sdk import Context
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +100,7 @@ class _Reporter(threading.Thread):
             self.report()
 
 
-def report_progress(context: Any, store: SnapshotStore, key: NamespaceKey) -> None:
+def report_progress(context: Context, store: SnapshotStore, key: NamespaceKey) -> None:
     """Write the namespace's progress line once (a deferred task, when it defers and
     when it resumes: the triggerer cannot write the task state store)."""
     state = context.get("task_state_store")
@@ -106,7 +109,7 @@ def report_progress(context: Any, store: SnapshotStore, key: NamespaceKey) -> No
 
 
 @contextmanager
-def reporting_progress(context: Any, store: SnapshotStore, key: NamespaceKey) -> Iterator[None]:
+def reporting_progress(context: Context, store: SnapshotStore, key: NamespaceKey) -> Iterator[None]:
     """Report the namespace's progress to the task's state store while the block runs,
     and once more after it (the published count, or where a failed try stopped)."""
     state = context.get("task_state_store")

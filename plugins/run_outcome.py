@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, NoReturn
 
+from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowException
 
 from plugins.enrichment_hook import EnrichmentApiHook
@@ -32,7 +33,7 @@ ASSET_EVENT_KEYS = (
 
 # ``op`` is a ResumableEnrichmentOperator after templating (``output_path``, ``outlets``,
 # ``log``); typed as Any to keep this module below the operator in the import graph.
-def finish_run(op: Any, context: Any, api: EnrichmentApiHook) -> dict[str, Any]:
+def finish_run(op: Any, context: Context, api: EnrichmentApiHook) -> dict[str, Any]:
     """The published summary, logged and put on the outlets' Asset events."""
     summary = api.read_summary(op.output_path)
     op.log.info("enrichment summary: %s", json.dumps(summary, sort_keys=True))

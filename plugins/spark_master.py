@@ -21,14 +21,15 @@ master the provider may learn to treat differently) is refused.
 from __future__ import annotations
 
 import re
-from typing import Any
+
+from airflow.sdk import Connection
 
 _LOCAL_MASTER = re.compile(r"local(\[[^\]]*\]|-cluster\[[^\]]*\])?")
 #: The provider's own test for YARN and Kubernetes: a substring of the master.
 _PRINTS_ENV = ("yarn", "k8s")
 
 
-def spark_master(connection: Any) -> str:
+def spark_master(connection: Connection) -> str:
     """The ``--master`` the Spark provider builds from ``connection`` (an Airflow
     ``Connection``), by the provider's rule (``SparkSubmitHook._resolve_connection``)."""
     host = connection.host

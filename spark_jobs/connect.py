@@ -25,9 +25,12 @@ import re
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from spark_jobs.spec_error import SpecError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +70,7 @@ def redacted(url: str) -> str:
     return _SECRET_PARAMETER.sub(r"\1=***", url)
 
 
-def connect_session(url: str) -> Any:
+def connect_session(url: str) -> SparkSession:
     """A Spark Connect session on ``url`` with the job's code shipped to its workers."""
     from pyspark.sql import SparkSession
 
@@ -77,12 +80,12 @@ def connect_session(url: str) -> Any:
     return spark
 
 
-def is_connect(spark: Any) -> bool:
+def is_connect(spark: SparkSession) -> bool:
     """Whether ``spark`` is a Spark Connect session (not a classic one with a JVM)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
-def ship_code(spark: Any) -> None:
+def ship_code(spark: SparkSession) -> None:
     """Add the ``spark_jobs`` package, zipped, to the session's Python artifacts.
 
     Named after its content, so the same code is uploaded once per session and a

@@ -14,7 +14,7 @@ with the merged summary, so a plain rerun of the job does not overwrite the retr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spark_jobs.current_result import NoDataError, PublishedResult, read_result
 from spark_jobs.defaults import DEAD_LETTER_RETRY_SUFFIX
@@ -24,6 +24,9 @@ from spark_jobs.option_values import parse_error_classes
 from spark_jobs.publish import rejected_for
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 from spark_jobs.spec_error import SpecError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 ALL = "all"
 
@@ -45,11 +48,11 @@ class DeadLetterRetry:
     base: PublishedResult
     """The published output's result, or the rejected one's."""
     classes: list[str] | None
-    frame: Any
+    frame: DataFrame
     """The chosen dead letters as input rows (with the runner's helper columns)."""
 
     @classmethod
-    def open(cls, spark: Any, spec: JobSpec) -> DeadLetterRetry:
+    def open(cls, spark: SparkSession, spec: JobSpec) -> DeadLetterRetry:
         base = _base(spec.output)
         classes = parse_error_classes(spec.retry_dead_letters or ALL)
         try:
@@ -59,7 +62,7 @@ class DeadLetterRetry:
         frame = dead.filter(_chosen(classes)).drop("error", "attempts")
         return cls(base, classes, with_helper_columns(frame, spec))
 
-    def merge_into(self, spark: Any, staging: str) -> None:
+    def merge_into(self, spark: SparkSession, staging: str) -> None:
         """Add the base's data and its dead letters not retried to the staged output."""
         out = staging.rstrip("/")
         data = spark.read.parquet(self.base.data)

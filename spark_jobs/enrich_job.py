@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 
@@ -58,6 +58,9 @@ from spark_jobs.spark_session import cancel_running, check_java, spark_session
 from spark_jobs.spec_error import SpecError
 from spark_jobs.summary import build_summary
 from spark_jobs.task_slots import spark_conf, with_running_partitions
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 logger = logging.getLogger("enrich_job")
 
@@ -110,7 +113,7 @@ def main(argv: list[str] | None = None) -> ExitStatus:
     return ExitStatus.DONE
 
 
-def run(spark: Any, spec: JobSpec) -> dict[str, Any]:
+def run(spark: SparkSession, spec: JobSpec) -> dict[str, Any]:
     """The whole job on an existing session, holding the namespace's lease; returns the
     summary it also publishes."""
     run_id = spec.run_id or uuid.uuid4().hex[:12]
@@ -140,7 +143,7 @@ _FENCED = (
 
 
 def _run_holding_lease(
-    spark: Any,
+    spark: SparkSession,
     spec: JobSpec,
     store: SnapshotStore,
     key: NamespaceKey,
@@ -156,7 +159,7 @@ def _run_holding_lease(
     job_record = _job_record(frame, spec, records_in)
     decision = _open_namespace(store, key, spec, job_record)
     if decision.completed is not None:
-        return decision.completed["summary"]
+        return cast("dict[str, Any]", decision.completed["summary"])  # its JSON object
     spec = with_running_partitions(spec, spark_conf(spark))
     discard_other_runs(spec.snapshot_dir, store.namespace_path(key), run_id)
 
@@ -223,7 +226,7 @@ def _ceiling(spec: JobSpec, staging: str, summary: dict[str, Any]) -> RunFailed 
     return failure
 
 
-def _job_record(frame: Any, spec: JobSpec, records_in: int) -> dict[str, Any]:
+def _job_record(frame: DataFrame, spec: JobSpec, records_in: int) -> dict[str, Any]:
     """What this run is: its inputs' and enrichment's fingerprint, and its size."""
     identity: dict[str, Any] = {
         "inputs": input_fingerprint(frame),
@@ -276,12 +279,14 @@ def _partition_function(
     """The function Spark ships to executors: one PartitionRunner per task."""
     spec_json = spec.to_json()
 
-    def enrich_partition(batches):
+    def enrich_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
         from spark_jobs.partition_runner import PartitionRunner, PartitionTask
 
         context = TaskContext.get()
+        if context is None:  # Spark sets it in every task; only a direct call lacks one
+            raise RuntimeError("enrich_partition runs inside a Spark task (mapInArrow)")
         partition = context.partitionId()
         attempt = f"s{context.stageId()}-t{context.taskAttemptId()}-a{context.attemptNumber()}"
         task_spec = JobSpec.from_json(spec_json)

@@ -11,12 +11,15 @@ A DataFrame, not an RDD: it runs over Spark Connect too, where there is no
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spark_jobs.connect import is_connect
 from spark_jobs.job_spec import JobSpec
 from spark_jobs.secret_check import secret_variable_names
 from spark_jobs.task_slots import spark_conf, task_slots
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 #: Import names the partition runner needs on an executor.
 REQUIRED_MODULES = ("pyarrow", "aiohttp", "uvloop", "fsspec", "yaml", "spark_jobs")
@@ -37,7 +40,7 @@ class ExecutorEnvironmentError(RuntimeError):
     """The executors' Python cannot run the job."""
 
 
-def check_executors(spark: Any, spec: JobSpec) -> None:
+def check_executors(spark: SparkSession, spec: JobSpec) -> None:
     """Raise :class:`ExecutorEnvironmentError` naming the modules (and, over Spark
     Connect, the environment variables of ``spec``'s secrets) the executors lack.
 
@@ -67,7 +70,7 @@ def check_executors(spark: Any, spec: JobSpec) -> None:
         )
 
 
-def _probe(spark: Any, tasks: int, variables: tuple[str, ...]) -> list[tuple[Any, ...]]:
+def _probe(spark: SparkSession, tasks: int, variables: tuple[str, ...]) -> list[tuple[Any, ...]]:
     """``(host, python, missing modules, unset variables)`` from up to ``tasks`` tasks."""
     from pyspark.sql import functions as F
 

@@ -92,7 +92,8 @@ def key_column_value(value: Any) -> str | list[str]:
     """One key column as a string (as always: same fingerprint), several as a list; from
     ``"a,b"`` or ``["a", "b"]`` (none stays none: a required option, checked as such)."""
     if not value:
-        return value
+        unset: str | list[str] = value  # as given ("", [], None): the required check names it
+        return unset
     columns = value.split(",") if isinstance(value, str) else value
     if not isinstance(columns, list | tuple) or not all(isinstance(c, str) for c in columns):
         raise SpecError(f"--key-column: expected a column or columns a,b, got {value!r}")

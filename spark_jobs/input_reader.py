@@ -9,15 +9,18 @@ read, so a typo fails in seconds, naming the option, instead of dead-lettering e
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from spark_jobs.input_options import CORRUPT_RECORD, reader_options
 from spark_jobs.job_spec import JobSpec
 from spark_jobs.row_enrichment import EVENT_MS, SOURCE_FILE
 from spark_jobs.spec_error import SpecError
 
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
 
-def read_input(spark: Any, spec: JobSpec) -> Any:
+
+def read_input(spark: SparkSession, spec: JobSpec) -> DataFrame:
     """The input with the runner's helper columns (source file, event time in ms)."""
     from pyspark.errors import AnalysisException
 
@@ -26,15 +29,15 @@ def read_input(spark: Any, spec: JobSpec) -> Any:
         if spec.input_format == "csv":
             frame = _read_csv(spark, spec.input, options)
         else:
-            frame = spark.read.options(**options).format(_SPARK_FORMATS[spec.input_format])
-            frame = frame.load(spec.input)
+            reader = spark.read.options(**options).format(_SPARK_FORMATS[spec.input_format])
+            frame = reader.load(spec.input)
     except AnalysisException as error:
         raise SpecError(f"--input {spec.input}: {str(error).splitlines()[0]}") from None
     check_columns(frame.columns, spec)
     return with_helper_columns(frame, spec)
 
 
-def with_helper_columns(frame: Any, spec: JobSpec) -> Any:
+def with_helper_columns(frame: DataFrame, spec: JobSpec) -> DataFrame:
     """The runner's helper columns: the source file, the event time in ms (also added to
     the rows a dead-letter retry reads back from an earlier output)."""
     from pyspark.sql import functions as F
@@ -48,7 +51,7 @@ def with_helper_columns(frame: Any, spec: JobSpec) -> Any:
 _SPARK_FORMATS = {"jsonl": "json", "parquet": "parquet"}
 
 
-def _read_csv(spark: Any, path: str, options: dict[str, str]) -> Any:
+def _read_csv(spark: SparkSession, path: str, options: dict[str, str]) -> DataFrame:
     """CSV with a corrupt-record column, which Spark fills only when the schema holds it
     (unlike JSON's): the header's columns are read first, then the rows against them.
 
@@ -96,7 +99,7 @@ def check_columns(columns: list[str], spec: JobSpec) -> None:
             )
 
 
-def _event_ms(frame: Any, column: str) -> Any:
+def _event_ms(frame: DataFrame, column: str) -> Column:
     """Milliseconds since the epoch (integers are taken as such); null when the value is
     not a timestamp."""
     from pyspark.sql import functions as F

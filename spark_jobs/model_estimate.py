@@ -12,7 +12,7 @@ are counted apart.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spark_jobs.enrichers import EnrichmentError
 from spark_jobs.enrichers.model_endpoint.tokens import prompt_tokens, tokenizer_name
@@ -22,11 +22,16 @@ from spark_jobs.job_spec import JobSpec
 from spark_jobs.model_options import model_config
 from spark_jobs.spec_error import SpecError
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 ESTIMATE_SAMPLE = 200
 """Records whose prompts are rendered and counted."""
 
 
-def estimate_run(spark: Any, spec: JobSpec, sample: int = ESTIMATE_SAMPLE) -> dict[str, Any]:
+def estimate_run(
+    spark: SparkSession, spec: JobSpec, sample: int = ESTIMATE_SAMPLE
+) -> dict[str, Any]:
     """The estimate as plain data (printed as JSON by the job)."""
     model = model_config(spec)
     if model is None:

@@ -128,10 +128,11 @@ def _remove_runs(output: str, keep: set[str | None]) -> None:
     by the layout before run folders; one listing per level, bulk deletes on S3."""
     fs, root = fsspec.core.url_to_fs(output)
     root = root.rstrip("/")
-    for level, removed in (
+    levels: tuple[tuple[str, Callable[[str], bool]], ...] = (
         (root, lambda name: name in _LEGACY),
         (f"{root}/{RUNS}", lambda name: name not in keep),
-    ):
+    )
+    for level, removed in levels:
         fs.invalidate_cache(level)
         try:
             entries = fs.ls(level, detail=False)

@@ -23,8 +23,9 @@ from spark_jobs.enrichers.json_paths import CONVERTERS, compile_path, extract
 from spark_jobs.enrichers.model_endpoint import ModelAnswers, ModelPacing
 from spark_jobs.input_lines import describe_lines, record_lines
 from spark_jobs.input_options import CORRUPT_RECORD
-from spark_jobs.job_spec import JobSpec, parse_duration
+from spark_jobs.job_spec import JobSpec
 from spark_jobs.model_options import model_config
+from spark_jobs.option_values import parse_duration
 from spark_jobs.response_cache import ResponseCache
 from spark_jobs.telemetry import NO_TELEMETRY, PartitionTelemetry
 

@@ -8,17 +8,22 @@ in one place.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import fsspec
 import pyarrow as pa
 
+from spark_jobs.input_options import CORRUPT_RECORD
 from spark_jobs.job_spec import JobSpec
 from spark_jobs.model_options import model_config, output_types
 from spark_jobs.partition_runner import ATTEMPTS_COLUMN, ERROR_COLUMN
-from spark_jobs.row_enrichment import CORRUPT_RECORD, HELPER_COLUMNS, SOURCE_FILE
+from spark_jobs.row_enrichment import HELPER_COLUMNS, SOURCE_FILE
 from spark_jobs.spec_error import SpecError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
 
 ARROW_TYPES = {
     "string": pa.string(),
@@ -29,7 +34,7 @@ ARROW_TYPES = {
 }
 
 
-def partition_deterministically(frame: Any, spec: JobSpec) -> Any:
+def partition_deterministically(frame: DataFrame, spec: JobSpec) -> DataFrame:
     """N partitions by the hash of the key columns, each sorted by them and then every
     other column: the same rows in the same order whatever the cluster size or the input
     split, so a non-unique key is safe. Rows equal in every column may swap places, which
@@ -45,7 +50,7 @@ def partition_deterministically(frame: Any, spec: JobSpec) -> Any:
     return frame.repartition(spec.partitions, *by).sortWithinPartitions(*order)
 
 
-def partition_sizes(frame: Any, spec: JobSpec) -> dict[int, int]:
+def partition_sizes(frame: DataFrame, spec: JobSpec) -> dict[int, int]:
     """Rows per partition of :func:`partition_deterministically` (for progress and the
     summary's ``records_in``), counted where the rows are read: the partition of a row is
     ``pmod(hash(key columns), partitions)``, the very expression of Spark's hash
@@ -59,7 +64,7 @@ def partition_sizes(frame: Any, spec: JobSpec) -> dict[int, int]:
     return {row["p"]: row["count"] for row in rows}
 
 
-def output_arrow_schema(input_schema: Any, spec: JobSpec) -> pa.Schema:
+def output_arrow_schema(input_schema: StructType, spec: JobSpec) -> pa.Schema:
     """Input columns (helpers dropped) + enrichment fields + error + attempts."""
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StructType
@@ -79,7 +84,7 @@ def output_arrow_schema(input_schema: Any, spec: JobSpec) -> pa.Schema:
     return pa.schema(fields)
 
 
-def write_outputs(enriched: Any, spec: JobSpec, directory: str) -> dict[str, int]:
+def write_outputs(enriched: DataFrame, spec: JobSpec, directory: str) -> dict[str, int]:
     """``data/`` and ``dead_letters/`` as Parquet under ``directory`` (the run's staging
     directory), computed once (cached; a lost cache block is recomputed from the
     snapshots, without calling the API again)."""
@@ -105,7 +110,7 @@ def write_outputs(enriched: Any, spec: JobSpec, directory: str) -> dict[str, int
     return {"enriched": counts.get(False, 0), "dead_letters": counts.get(True, 0)}
 
 
-def input_fingerprint(frame: Any) -> dict[str, list[Any]]:
+def input_fingerprint(frame: DataFrame) -> dict[str, list[Any]]:
     """Every input file with its size and modification time: a changed file changes it.
     Spark names the files by URI, percent-encoded (a space is ``%20``, a ``%`` is
     ``%25``); the filesystem wants the path itself."""

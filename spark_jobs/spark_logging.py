@@ -16,7 +16,11 @@ from __future__ import annotations
 import os
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark import SparkConf
+    from pyspark.sql import SparkSession
 
 LOG4J2_FILE = Path(__file__).with_name("log4j2.properties")
 LEVEL_PROPERTY = "enrich_job.spark_log_level"
@@ -51,7 +55,7 @@ def configure_launch(level: str) -> None:
     os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-java-options {options} {submit_args}"
 
 
-def quiet_builder(builder: Any, conf: Any) -> Any:
+def quiet_builder(builder: SparkSession.Builder, conf: SparkConf) -> SparkSession.Builder:
     """No console progress bar unless asked for (``conf``: the launch's SparkConf): in a
     task log it is a line of ``\r`` redraws that swallows the job's own lines."""
     if conf.contains("spark.ui.showConsoleProgress"):
@@ -59,7 +63,7 @@ def quiet_builder(builder: Any, conf: Any) -> Any:
     return builder.config("spark.ui.showConsoleProgress", "false")
 
 
-def apply_level(spark: Any, level: str) -> None:
+def apply_level(spark: SparkSession, level: str) -> None:
     """Spark's level on a running classic session (covers a plain ``spark-submit``).
 
     A Spark Connect server's logging is the server's own: a client has no say in it."""

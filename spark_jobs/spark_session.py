@@ -8,12 +8,15 @@ import logging
 import os
 import shutil
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from spark_jobs.connect import connect_session
 from spark_jobs.launch_conf import launch_conf
 from spark_jobs.spark_logging import quiet_builder
 from spark_jobs.spec_error import SpecError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 logger = logging.getLogger(__name__)
 
@@ -25,7 +28,7 @@ def check_java() -> None:
         )
 
 
-def spark_session(ship_env: str | None, remote: str | None = None) -> Any:
+def spark_session(ship_env: str | None, remote: str | None = None) -> SparkSession:
     """The job's session: a Spark Connect client of ``remote`` (``sc://...``), else a
     classic one (spark-submit's, or ``local[*]`` under ``python -m``)."""
     spark = connect_session(remote) if remote else _classic_session(ship_env)
@@ -35,7 +38,7 @@ def spark_session(ship_env: str | None, remote: str | None = None) -> Any:
     return spark
 
 
-def _classic_session(ship_env: str | None) -> Any:
+def _classic_session(ship_env: str | None) -> SparkSession:
     from pyspark.sql import SparkSession
 
     submitted = launch_conf()  # spark-submit's --master, --files, --conf
@@ -55,7 +58,7 @@ def _classic_session(ship_env: str | None) -> Any:
     return builder.getOrCreate()
 
 
-def cancel_running(spark: Any) -> None:
+def cancel_running(spark: SparkSession) -> None:
     """Stop every running Spark operation of the job's session, from any thread (the
     lease's heartbeat, when a successor took the namespace over).
 

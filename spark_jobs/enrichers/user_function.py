@@ -19,7 +19,7 @@ import importlib
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeGuard
 
 AsyncFunction = Callable[[Any], Awaitable[Any]]
 
@@ -55,7 +55,7 @@ def _resolve(spec: str) -> Any:
     return target
 
 
-def _is_async_callable(obj: Any) -> bool:
+def _is_async_callable(obj: Any) -> TypeGuard[AsyncFunction]:
     if inspect.iscoroutinefunction(obj):
         return True
     call = getattr(obj, "__call__", None)  # noqa: B004 - callable() says nothing about async

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
 from plugins.enrichment_operator import ResumableEnrichmentOperator
 
 
@@ -18,3 +20,10 @@ def enrichment_operator(**overrides: Any) -> ResumableEnrichmentOperator:
         **overrides,
     }
     return ResumableEnrichmentOperator(**settings)
+
+
+def submit_hook(operator: ResumableEnrichmentOperator) -> SparkSubmitHook:
+    """The Spark provider's hook as the operator's ``execute`` has it built: the job's
+    needs added to the provider's arguments, then the provider's own ``_get_hook``."""
+    operator.prepare_submit()
+    return operator._get_hook()

@@ -10,7 +10,7 @@ import pytest
 from plugins.enrichment_hook import EnrichmentApiHook
 from plugins.enrichment_operator import ENRICH_JOB, ResumableEnrichmentOperator
 
-from .operator_support import enrichment_operator
+from .operator_support import enrichment_operator, submit_hook
 
 pytestmark = pytest.mark.airflow
 
@@ -35,7 +35,7 @@ def test_the_shipped_environment_travels_with_files_and_runs_as_the_executors_py
         ship_environment=str(pex),
         files="/opt/extra/lookup.csv",
     )
-    command = operator._get_hook()._build_spark_submit_command(ENRICH_JOB)
+    command = submit_hook(operator)._build_spark_submit_command(ENRICH_JOB)
     assert command[command.index("--files") + 1] == f"/opt/extra/lookup.csv,{pex}"
     confs = [command[i + 1] for i, arg in enumerate(command) if arg == "--conf"]
     assert "spark.pyspark.python=./enrich_env.pex" in confs
@@ -58,7 +58,7 @@ def test_airflow_shipped_environment_must_be_an_existing_local_pex_file(
     path = where if "://" in where else str(tmp_path / where)
     operator = enrichment_operator(ship_environment=path)
     with pytest.raises(ValueError, match="enrichment_ship_environment") as refused:
-        operator._get_hook()
+        submit_hook(operator)
     assert "must be an existing local .pex file" in str(refused.value)
     assert path in str(refused.value)
 
@@ -75,7 +75,7 @@ def test_without_a_shipped_environment_nothing_is_added(monkeypatch):
         url_path="/customers/{id}",
         response_fields={"name": "$.name"},
     )
-    command = operator._get_hook()._build_spark_submit_command(ENRICH_JOB)
+    command = submit_hook(operator)._build_spark_submit_command(ENRICH_JOB)
     assert "--files" not in command and "spark.pyspark.python" not in " ".join(command)
 
 
@@ -103,7 +103,7 @@ def test_locally_the_token_travels_by_environment_only(monkeypatch):
     env, args = EnrichmentApiHook().token_route(submit._spark_master())
     assert args == ["--token-env", "ENRICHMENT_API_TOKEN"]
     submit.env_vars = env
-    command = submit._get_hook()._build_spark_submit_command(ENRICH_JOB)
+    command = submit_hook(submit)._build_spark_submit_command(ENRICH_JOB)
     assert "s3cr3t-token" not in " ".join(command)
 
 
@@ -124,7 +124,7 @@ def test_the_driver_starts_with_the_jobs_log4j2_file_unless_it_runs_elsewhere(
         spark_log_level="INFO",
         conf={"spark.driver.extraJavaOptions": "-Xss4m"},
     )
-    command = operator._get_hook()._build_spark_submit_command(ENRICH_JOB)
+    command = submit_hook(operator)._build_spark_submit_command(ENRICH_JOB)
     confs = [command[i + 1] for i, arg in enumerate(command) if arg == "--conf"]
     options = next(c for c in confs if c.startswith("spark.driver.extraJavaOptions="))
     assert options.startswith("spark.driver.extraJavaOptions=-Xss4m")  # the user's kept
@@ -146,13 +146,13 @@ def test_standalone_cluster_mode_submits_the_python_job_as_pythonrunner_over_res
     operator = enrichment_operator()
     assert operator.durable is True and enrichment_operator(durable=False).durable is False
     operator.application_args = ["--input", "in"]
-    command = operator._get_hook()._build_spark_submit_command(operator.application)
+    command = submit_hook(operator)._build_spark_submit_command(operator.application)
     assert command[command.index("--class") + 1] == PYTHON_RUNNER
     tail = [launcher_jar(), ENRICH_JOB, "", "--input", "in"]  # jar, file, py-files, flags
     assert command[command.index(launcher_jar()) :] == tail
     confs = [command[i + 1] for i, arg in enumerate(command) if arg == "--conf"]
     assert "spark.master.rest.enabled=true" in confs
-    assert operator._get_hook()._build_spark_submit_command(operator.application) == command
+    assert submit_hook(operator)._build_spark_submit_command(operator.application) == command
 
 
 def test_over_spark_connect_the_token_of_the_connect_url_stays_hidden(monkeypatch):
@@ -178,3 +178,27 @@ def test_over_spark_connect_a_shipped_environment_is_refused_not_ignored(tmp_pat
     operator = enrichment_operator(spark_connect_conn_id="sc", ship_environment=str(pex))
     with pytest.raises(ValueError, match="ship_environment: a PEX cannot become a Spark Connect"):
         operator._submit({})
+
+
+def test_airflow_operator_uses_no_private_name_of_the_spark_provider():
+    """The operator and its helpers reach the provider through its constructor arguments,
+    templated attributes and ``ResumableJobMixin`` methods only: a private name of
+    ``SparkSubmitOperator`` (``_conn_id``, ``_get_hook``, ``_java_class``...) may change in
+    any provider release without notice."""
+    import ast
+    import inspect
+
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+    from airflow.sdk import BaseOperator
+
+    from plugins import cluster_run, connect_job, enrichment_operator, job_arguments, spark_master
+
+    provider = set(vars(SparkSubmitOperator(task_id="probe"))) | set(vars(SparkSubmitOperator))
+    provider -= set(vars(BaseOperator(task_id="probe"))) | set(dir(BaseOperator))
+    private = {name for name in provider if name.startswith("_") and not name.endswith("__")}
+    assert {"_conn_id", "_get_hook", "_java_class", "_deploy_mode"} <= private
+    for module in (enrichment_operator, cluster_run, job_arguments, connect_job, spark_master):
+        tree = ast.parse(inspect.getsource(module))
+        names = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+        names |= {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+        assert not names & private, f"{module.__name__} uses {sorted(names & private)}"

@@ -16,7 +16,7 @@ from structlog.testing import capture_logs
 from plugins.enrichment_hook import EnrichmentApiHook
 from plugins.enrichment_operator import ENRICH_JOB
 
-from .operator_support import enrichment_operator
+from .operator_support import enrichment_operator, submit_hook
 
 pytestmark = pytest.mark.airflow
 
@@ -58,7 +58,7 @@ def submit_command() -> tuple[str, str]:
     operator = enrichment_operator()
     env, _ = EnrichmentApiHook().token_route(operator._spark_master())
     operator.env_vars = env
-    hook = operator._get_hook()
+    hook = submit_hook(operator)
     with capture_logs() as events:  # Airflow 3 logs through structlog
         command = hook._build_spark_submit_command(ENRICH_JOB)
     logged = [str(e) for e in events if "Spark-Submit cmd" in str(e.get("event"))]

@@ -162,7 +162,8 @@ class ModelConfig:
     def to_dict(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["parameters"] = dict(self.parameters)
-        return json.loads(json.dumps(data))
+        plain: dict[str, Any] = json.loads(json.dumps(data))
+        return plain
 
     def fingerprint(self) -> str:
         """sha256 of the fields that change what is computed."""
