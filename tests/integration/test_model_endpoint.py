@@ -14,6 +14,7 @@ import pytest
 
 from demo.model_api import ModelApi, run_model_api
 from demo.model_limits import ModelLimits
+from spark_jobs.cache_scope import scope_of
 from spark_jobs.enrichers import HttpEnricher, HttpEnricherConfig, RequestBudget, ThrottledError
 from spark_jobs.enrichers.model_endpoint import (
     ModelAnswers,
@@ -153,7 +154,9 @@ async def test_the_cache_pays_once_per_prompt_and_again_for_a_changed_prompt(tmp
     api = ModelApi()
 
     def cache() -> ResponseCache:
-        stored = ResponseCache(str(tmp_path), partition=0, partitions=1, ttl_s=3600)
+        stored = ResponseCache(
+            str(tmp_path), partition=0, partitions=1, ttl_s=3600, scope=scope_of(b"k" * 32, {}, [])
+        )
         stored.load()
         return stored
 
