@@ -286,6 +286,10 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
 
         return lineage_on_complete(self.input_path, self.output_path, self.api_url, self.summary)
 
+    def standalone_cluster(self) -> bool:
+        """A Spark Connect run has no spark-submit connection to ask: its driver is here."""
+        return self._connect is None and super().standalone_cluster()
+
     def _spark_master(self) -> str:
         """The master the Spark provider will submit to, resolved by its own rule."""
         if self._connect is not None:  # the Spark Connect URL, its token hidden

@@ -84,6 +84,8 @@ def test_airflow_operator_runs_the_job_as_a_spark_connect_client(tmp_path, spark
         while sum(api.calls_per_key().values()) < ROWS // 4 and killed.poll() is None:
             assert time.monotonic() < deadline, "the first task never got going"
             time.sleep(0.2)
+        if killed.poll() is not None:
+            pytest.fail(f"dags test ended before the kill:\n{killed.stdout.read()[-6000:]}")
         os.killpg(killed.pid, signal.SIGKILL)
         first_log, _ = killed.communicate(timeout=30)
         at_kill = sum(api.calls_per_key().values())
