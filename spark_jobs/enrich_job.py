@@ -43,6 +43,7 @@ from spark_jobs.snapshots import (
     SnapshotStore,
 )
 from spark_jobs.snapshots.budget_ledger import discard_other_runs
+from spark_jobs.snapshots.contracts import JobSummary
 from spark_jobs.snapshots.namespace_progress import ProgressFolder
 from spark_jobs.snapshots.resume import Decision, ResumeRefusedError, decide
 from spark_jobs.spark_io import (
@@ -100,20 +101,15 @@ def main(argv: list[str] | None = None) -> int:
         return failure.exit_status
     finally:
         spark.stop()
-    print(json.dumps(summary, sort_keys=True))
-    if summary.get("budget_exhausted"):
-        print(
-            f"enrich_job: {'cost' if spec.max_cost else 'request'} budget spent: "
-            f"{summary['records_done']} of "
-            f"{summary['records_in']} records done, {summary['records_left']} left; "
-            "run again to resume",
-            file=sys.stderr,
-        )
+    print(json.dumps(summary.to_json(), sort_keys=True))
+    if summary.budget is not None:
+        spent = summary.budget.describe(summary.records_in, "cost" if spec.max_cost else "request")
+        print(f"enrich_job: {spent}; run again to resume", file=sys.stderr)
         return BUDGET_EXHAUSTED_EXIT
     return 0
 
 
-def run(spark: Any, spec: JobSpec) -> dict[str, Any]:
+def run(spark: Any, spec: JobSpec) -> JobSummary:
     """The whole job on an existing session, holding the namespace's lease; returns the
     summary it also publishes."""
     run_id = spec.run_id or uuid.uuid4().hex[:12]
@@ -149,7 +145,7 @@ def _run_holding_lease(
     key: NamespaceKey,
     lease: NamespaceLease,
     run_id: str,
-) -> dict[str, Any]:
+) -> JobSummary:
     started = time.monotonic()
     retry = DeadLetterRetry.open(spark, spec) if spec.retry_dead_letters else None
     frame = read_input(spark, spec) if retry is None else retry.frame
@@ -159,7 +155,7 @@ def _run_holding_lease(
     job_record = _job_record(frame, spec, records_in)
     decision = _open_namespace(store, key, spec, job_record)
     if decision.completed is not None:
-        return decision.completed["summary"]
+        return JobSummary.from_json(decision.completed["summary"], "completion record: summary")
     spec = with_running_partitions(spec, spark_conf(spark))
     discard_other_runs(spec.snapshot_dir, store.namespace_path(key), run_id)
 
@@ -191,16 +187,17 @@ def _run_holding_lease(
             retry.merge_into(spark, staging)
             summary = retry.summary(summary)
         fail_if(store, key, job_record, run_id, _ceiling(spec, staging, summary))
-        publish(staging, spec.output, summary, lease.holds)
+        publish(staging, spec.output, summary.to_json(), lease.holds)
     finally:
         discard(staging)  # unless a summary names it (published, or set aside)
-    logger.info("summary: %s", json.dumps(summary, sort_keys=True))
-    if not summary.get("budget_exhausted"):  # else the snapshots are what the next run resumes
+    document = summary.to_json()
+    logger.info("summary: %s", json.dumps(document, sort_keys=True))
+    if summary.budget is None:  # else the snapshots are what the next run resumes
         completion = {"fingerprint": job_record["fingerprint"], "run_id": run_id}
-        _close_namespace(store, key, spec, {**completion, "summary": summary})
+        _close_namespace(store, key, spec, {**completion, "summary": document})
         if retry is not None:
             fingerprint = original_fingerprint(store, key)
-            retry.close(store, key, {**completion, "fingerprint": fingerprint, "summary": summary})
+            retry.close(store, key, {**completion, "fingerprint": fingerprint, "summary": document})
     return summary
 
 
@@ -218,9 +215,9 @@ def _progress_folder(
     return ProgressFolder(store, key, run_id, spec.partitions, records_in, lease.holds, intervals)
 
 
-def _ceiling(spec: JobSpec, staging: str, summary: dict[str, Any]) -> RunFailed | None:
+def _ceiling(spec: JobSpec, staging: str, summary: JobSummary) -> RunFailed | None:
     """A crossed dead-letter ceiling; its result is set aside beside the output."""
-    failure = dead_letter_ceiling(summary, spec.max_dead_letters)
+    failure = dead_letter_ceiling(summary.to_json(), spec.max_dead_letters)
     if failure is not None and failure.summary is not None:
         set_aside(staging, spec.output, failure.summary)
     return failure
