@@ -190,15 +190,21 @@ def _run_holding_lease(
         publish(staging, spec.output, summary.to_json(), lease.holds)
     finally:
         discard(staging)  # unless a summary names it (published, or set aside)
-    document = summary.to_json()
-    logger.info("summary: %s", json.dumps(document, sort_keys=True))
+    logger.info("summary: %s", json.dumps(summary.to_json(), sort_keys=True))
     if summary.budget is None:  # else the snapshots are what the next run resumes
         completion = {"fingerprint": job_record["fingerprint"], "run_id": run_id}
-        _close_namespace(store, key, spec, {**completion, "summary": document})
+        _close_namespace(store, key, spec, {**completion, "summary": summary.to_json()})
         if retry is not None:
-            fingerprint = original_fingerprint(store, key)
-            retry.close(store, key, {**completion, "fingerprint": fingerprint, "summary": document})
+            _close_retry(store, key, retry, {**completion, "summary": summary.to_json()})
     return summary
+
+
+def _close_retry(
+    store: SnapshotStore, key: NamespaceKey, retry: DeadLetterRetry, completion: dict[str, Any]
+) -> None:
+    """The original namespace of a dead-letter retry is complete with the merged result,
+    under the fingerprint of the run whose dead letters were retried."""
+    retry.close(store, key, {**completion, "fingerprint": original_fingerprint(store, key)})
 
 
 def _progress_folder(
