@@ -69,6 +69,7 @@ def build_summary(
     if model is not None:  # the spend ledger: tokens paid for, and their price
         cost.update(token_report(model, accounting.totals))
     done = counts["enriched"] + counts["dead_letters"]
+    stops = tuple(sorted(p.partition for p in stopped))
     summary = JobSummary(
         run_id=run_id,
         records_in=records_in,
@@ -87,9 +88,7 @@ def build_summary(
         cost=cost,
         # the Airflow task's OpenLineage run (``lineage_parent.py``)
         lineage_parent=dict(spec.lineage_parent) if spec.lineage_parent else None,
-        budget=BudgetStop(done, records_in - done, tuple(sorted(p.partition for p in stopped)))
-        if stopped
-        else None,
+        budget=BudgetStop(done, records_in - done, stops) if stopped else None,
     )
     if not stopped and records_in != done:
         raise RuntimeError(f"records_in != enriched + dead_letters in {summary.to_json()}")
