@@ -27,8 +27,9 @@ import pyarrow.parquet as pq
 from demo.generate import generate_rows, write
 from demo.stack import ROOT, airflow_env, airflow_services, demo_api, init_airflow
 from spark_jobs.current_result import read_result
-from spark_jobs.snapshots import NamespaceKey, PartitionProgress, SnapshotStore
-from spark_jobs.snapshots.resume import NamespaceProgress, read_progress
+from spark_jobs.snapshots import NamespaceInfo, NamespaceKey, PartitionProgress, SnapshotStore
+from spark_jobs.snapshots.contracts import format_count
+from spark_jobs.snapshots.resume import read_progress
 
 DAG = "enrich_customers"
 DAY = "2024-01-01"
@@ -79,10 +80,10 @@ class Demo:
         elif not progress.partitions and self.done:
             status = f"try {try_number} done: output written, snapshots cleared"
         elif not (ours := _committed_by(progress, try_number)):
-            safe = f"{self.done:,}".replace(",", " ")
+            safe = format_count(self.done)
             status = f"try {try_number} started: no new snapshot yet ({safe} records safe)"
         else:
-            in_flight = sum(p.in_flight for p in ours if not p.stats.get("finished"))
+            in_flight = sum(p.in_flight for p in ours if not p.partition_stats.finished)
             status = f"{self._rate():>6.0f} rec/s  {in_flight:>4} in flight  try {try_number}"
         # Pad to wipe the rest of a longer line written before.
         line = f"  [{bar}] {self.done:>6}/{self.rows} records  {status}"
@@ -179,7 +180,7 @@ class Demo:
 
     def _waiting_line(self, ti: dict[str, Any], retry_at: datetime) -> str:
         """What happens between the failed try and the running retry."""
-        safe = f"{self.done:,}".replace(",", " ")
+        safe = format_count(self.done)
         if ti["state"] == "up_for_retry":
             seconds = (retry_at - datetime.now(UTC)).total_seconds()
             when = f"in {seconds:.0f} s" if seconds >= 1 else "now (the scheduler picks it up)"
@@ -198,10 +199,10 @@ class Demo:
             )
 
 
-def _committed_by(progress: NamespaceProgress, try_number: int) -> list[PartitionProgress]:
+def _committed_by(progress: NamespaceInfo, try_number: int) -> list[PartitionProgress]:
     """The partitions whose latest commit is this try's (the operator puts the try in the
     job's run id): other figures, such as the in-flight count, are an earlier try's."""
-    return [p for p in progress.partitions if f".try{try_number}." in str(p.stats.get("run_id"))]
+    return [p for p in progress.partitions if f".try{try_number}." in p.partition_stats.run_id]
 
 
 def _retry_time(af, run_id: str) -> datetime:

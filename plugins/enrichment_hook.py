@@ -23,6 +23,7 @@ from plugins.namespace import snapshot_root
 from plugins.spark_master import env_stays_off_command_line
 from spark_jobs.defaults import DEAD_LETTER_RETRY_SUFFIX
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
+from spark_jobs.snapshots.contracts import JobSummary
 from spark_jobs.snapshots.resume import resume_progress
 
 TOKEN_ENV = "ENRICHMENT_API_TOKEN"
@@ -185,11 +186,12 @@ class EnrichmentApiHook(BaseHook):
         total = (self.snapshot_store.read_job_record(key) or {}).get("records_in")
         return f"the next try resumes from {progress.describe(total)}"
 
-    def read_summary(self, output_path: str) -> dict[str, Any]:
-        """The published ``_SUMMARY.json`` of ``output_path``."""
-        with fsspec.open(f"{output_path.rstrip('/')}/_SUMMARY.json") as file:
-            summary: dict[str, Any] = json.load(file)
-        return summary
+    def read_summary(self, output_path: str) -> JobSummary:
+        """The published ``_SUMMARY.json`` of ``output_path`` (ValueError when it is not
+        one: the message names the field)."""
+        path = f"{output_path.rstrip('/')}/_SUMMARY.json"
+        with fsspec.open(path) as file:
+            return JobSummary.from_json(json.load(file), path)
 
     def fail_for_a_spent_budget(self, output_path: str, run_id: str) -> None:
         """A run that spent its ``--max-requests`` ends failed *without* automatic
@@ -199,10 +201,9 @@ class EnrichmentApiHook(BaseHook):
             summary = self.read_summary(output_path)
         except (OSError, ValueError):
             return
-        if summary.get("run_id") == run_id and summary.get("budget_exhausted"):
+        if summary.run_id == run_id and summary.budget is not None:
             raise AirflowFailException(
-                f"request budget spent: {summary['records_done']} of {summary['records_in']} "
-                f"records done, {summary['records_left']} left; clear this task to resume "
+                f"{summary.budget.describe(summary.records_in)}; clear this task to resume "
                 "(committed work is kept and not paid again)"
             )
 

@@ -32,6 +32,7 @@ from plugins.progress_reporter import reporting_progress
 from plugins.run_outcome import fail_run, finish_run
 from plugins.spark_master import spark_master
 from spark_jobs import defaults
+from spark_jobs.snapshots.contracts import JobSummary
 from spark_jobs.spark_logging import with_java_options
 
 ENRICH_JOB = str(Path(spark_jobs.__file__).parent / "enrich_job.py")
@@ -210,7 +211,7 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         self.method, self.body_template, self.bearer_token = method, body_template, bearer_token
         self.headers, self.secret_headers = dict(headers or {}), dict(secret_headers or {})
         self.spark_log_level = spark_log_level
-        self.summary: dict[str, Any] = {}  # set by finish_run, for lineage
+        self.summary = JobSummary(records_in=0, enriched=0, dead_letters=0)  # finish_run sets it
         self.api_url = ""
 
     def _refuse_bad_arguments(self, url_path: str) -> None:

@@ -37,6 +37,8 @@ from openlineage.client.generated.output_statistics_output_dataset import (
     OutputStatisticsOutputDatasetFacet,
 )
 
+from spark_jobs.snapshots.contracts import JobSummary
+
 DEAD_LETTERS = "dead_letters"
 
 
@@ -80,18 +82,15 @@ def _port(port: int | None) -> str:
 
 
 def lineage_on_complete(
-    input_path: str, output_path: str, url_template: str, summary: dict[str, Any]
+    input_path: str, output_path: str, url_template: str, summary: JobSummary
 ) -> OperatorLineage[Dataset, RunFacet]:
     """The inputs, outputs and run facet of a completed enrichment task."""
-    enriched, dead = int(summary.get("enriched", 0)), int(summary.get("dead_letters", 0))
-    requests = int(summary.get("requests_made", 0))
+    enriched, dead, requests = summary.enriched, summary.dead_letters, summary.requests_made
     inputs: list[Dataset] = [
         InputDataset(
             *dataset_name(input_path),
             inputFacets={
-                "inputStatistics": InputStatisticsInputDatasetFacet(
-                    rowCount=int(summary.get("records_in", 0))
-                )
+                "inputStatistics": InputStatisticsInputDatasetFacet(rowCount=summary.records_in)
             },
         ),
         InputDataset(
@@ -105,15 +104,15 @@ def lineage_on_complete(
         OutputDataset(namespace, f"{name.rstrip('/')}/{DEAD_LETTERS}", outputFacets=_rows(dead)),
     ]
     facet = EnrichmentRunFacet(
-        recordsIn=int(summary.get("records_in", 0)),
+        recordsIn=summary.records_in,
         enriched=enriched,
         deadLetters=dead,
         requestsMade=requests,
-        replayedFromSnapshot=int(summary.get("replayed_from_snapshot", 0)),
-        resumed=bool(summary.get("resumed")),
-        cost=dict(summary.get("cost") or {}),
-        runId=str(summary.get("run_id", "")),
-        result=summary.get("result"),
+        replayedFromSnapshot=summary.replayed_from_snapshot,
+        resumed=summary.resumed,
+        cost=dict(summary.cost),
+        runId=summary.run_id,
+        result=summary.result,
     )
     return OperatorLineage(inputs=inputs, outputs=outputs, run_facets={"enrichment": facet})
 

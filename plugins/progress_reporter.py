@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
+from spark_jobs.snapshots.contracts import JobSummary, format_count
 from spark_jobs.snapshots.stall import stall_of
 
 if TYPE_CHECKING:  # the web view imports this module too: no Airflow import at run time
@@ -46,10 +47,6 @@ class StateStore(Protocol):
     def set(self, key: str, value: Any) -> None: ...
 
 
-def _spaced(number: int) -> str:
-    return f"{number:,}".replace(",", " ")
-
-
 def progress_line(store: SnapshotStore, key: NamespaceKey, now: float | None = None) -> str | None:
     """``"48 213 / 100 000 committed, epoch 12, 64 in flight"`` from the progress record
     (and ``"; no progress for 45 s"`` when the run went silent by ``now``, Unix time), the
@@ -63,19 +60,14 @@ def progress_line(store: SnapshotStore, key: NamespaceKey, now: float | None = N
         silent = "" if stall is None else f"; {stall.describe()}"
         if not record.partitions:
             return stall.describe() if stall is not None else None
-        total = "?" if record.records_total is None else _spaced(record.records_total)
         return (
-            f"{_spaced(record.done)} / {total} committed, epoch {record.epoch}, "
-            f"{record.in_flight} in flight{silent}"
+            f"{format_count(record.done)} / {format_count(record.records_total)} committed, "
+            f"epoch {record.epoch}, {record.in_flight} in flight{silent}"
         )
     completed = store.read_completed(key)
     summary = completed.get("summary") if completed else None
     if isinstance(summary, dict) and "records_in" in summary:
-        done = int(summary.get("enriched", 0)) + int(summary.get("dead_letters", 0))
-        return (
-            f"{_spaced(done)} / {_spaced(int(summary['records_in']))} done "
-            f"({_spaced(int(summary.get('dead_letters', 0)))} dead letters), output published"
-        )
+        return JobSummary.from_json(summary, "completion record: summary").describe_published()
     return None
 
 

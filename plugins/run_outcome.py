@@ -34,14 +34,16 @@ ASSET_EVENT_KEYS = (
 # ``op`` is a ResumableEnrichmentOperator after templating (``output_path``, ``outlets``,
 # ``log``); typed as Any to keep this module below the operator in the import graph.
 def finish_run(op: Any, context: Context, api: EnrichmentApiHook) -> dict[str, Any]:
-    """The published summary, logged and put on the outlets' Asset events."""
+    """The published summary (its stored form is the XCom), logged and put on the
+    outlets' Asset events."""
     summary = api.read_summary(op.output_path)
-    op.log.info("enrichment summary: %s", json.dumps(summary, sort_keys=True))
+    document = summary.to_json()
+    op.log.info("enrichment summary: %s", json.dumps(document, sort_keys=True))
     op.summary, op.api_url = summary, api.url_template(op.url_path)  # for lineage
     emit_task_metrics(summary, op.dag_id, op.task_id)
     for outlet in op.outlets:
-        context["outlet_events"][outlet].extra = {k: summary.get(k) for k in ASSET_EVENT_KEYS}
-    return summary
+        context["outlet_events"][outlet].extra = {k: document.get(k) for k in ASSET_EVENT_KEYS}
+    return document
 
 
 def fail_run(

@@ -10,22 +10,22 @@ as attributes.
 
 from __future__ import annotations
 
-from typing import Any
-
 from airflow.sdk.observability.stats import Stats
+
+from spark_jobs.snapshots.contracts import JobSummary
 
 #: Summary counts sent as counters (``enrichment.<key>``), added up across runs.
 COUNTS = ("records_in", "enriched", "dead_letters", "requests_made", "replayed_from_snapshot")
 
 
-def emit_task_metrics(summary: dict[str, Any], dag_id: str, task_id: str) -> None:
+def emit_task_metrics(summary: JobSummary, dag_id: str, task_id: str) -> None:
     """Counters for the summary's counts; the run's estimated cost as a gauge
     (``enrichment.estimated_cost``) and, spent money adding up, as a counter of
     micro-units (``enrichment.estimated_cost_micros``), when ``cost_per_request`` is set."""
     tags = {"dag_id": dag_id, "task_id": task_id}
     for key in COUNTS:
-        Stats.incr(f"enrichment.{key}", int(summary.get(key) or 0), tags=tags)
-    cost = (summary.get("cost") or {}).get("estimated_cost")
+        Stats.incr(f"enrichment.{key}", getattr(summary, key), tags=tags)
+    cost = summary.estimated_cost
     if cost is not None:
         Stats.gauge("enrichment.estimated_cost", float(cost), tags=tags)
         Stats.incr("enrichment.estimated_cost_micros", round(cost * 1_000_000), tags=tags)

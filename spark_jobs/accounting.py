@@ -18,10 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-#: The enrichment's counters an attempt records (``row_enrichment.RowEnrichment.counters``).
-CALL_COUNTERS = ("requests_made", "response_cache_hits", "coalesced_calls", "cache_hits")
-#: A model endpoint's too (``model_endpoint/pacing.py``): tokens of the calls paid for.
-TOKEN_COUNTERS = ("prompt_tokens", "completion_tokens")
+from spark_jobs.snapshots.contracts import CALL_COUNTERS, TOKEN_COUNTERS
 
 Exactness = Literal["exact", "lower_bound"]
 

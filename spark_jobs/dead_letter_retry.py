@@ -13,7 +13,7 @@ with the merged summary, so a plain rerun of the job does not overwrite the retr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from spark_jobs.current_result import NoDataError, PublishedResult, read_result
@@ -23,6 +23,7 @@ from spark_jobs.job_spec import JobSpec
 from spark_jobs.option_values import parse_error_classes
 from spark_jobs.publish import rejected_for
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
+from spark_jobs.snapshots.contracts import JobSummary
 from spark_jobs.spec_error import SpecError
 
 if TYPE_CHECKING:
@@ -70,24 +71,24 @@ class DeadLetterRetry:
         dead = spark.read.parquet(self.base.dead_letters)
         dead.filter(~_chosen(self.classes)).write.mode("append").parquet(f"{out}/dead_letters")
 
-    def summary(self, retried: dict[str, Any]) -> dict[str, Any]:
+    def summary(self, retried: JobSummary) -> JobSummary:
         """The merged summary: the whole output's counts, and the retry's own."""
-        base = self.base.summary
-        summary = {
-            **retried,
-            "records_in": base["records_in"],
-            "enriched": base["enriched"] + retried["enriched"],
-            "dead_letters": base["dead_letters"] - retried["records_in"] + retried["dead_letters"],
-        }
-        summary["dead_letter_retry"] = {
-            "classes": self.classes or ALL,
-            "retried": retried["records_in"],
-            "enriched": retried["enriched"],
-            "dead_letters": retried["dead_letters"],
-            "base_run_id": base.get("run_id"),
-        }
-        if summary["records_in"] != summary["enriched"] + summary["dead_letters"]:
-            raise RuntimeError(f"records_in != enriched + dead_letters in {summary}")
+        base = JobSummary.from_json(self.base.summary, f"{self.base.location}: summary")
+        summary = replace(
+            retried,
+            records_in=base.records_in,
+            enriched=base.enriched + retried.enriched,
+            dead_letters=base.dead_letters - retried.records_in + retried.dead_letters,
+            dead_letter_retry={
+                "classes": self.classes or ALL,
+                "retried": retried.records_in,
+                "enriched": retried.enriched,
+                "dead_letters": retried.dead_letters,
+                "base_run_id": base.run_id or None,
+            },
+        )
+        if summary.records_in != summary.records_done:
+            raise RuntimeError(f"records_in != enriched + dead_letters in {summary.to_json()}")
         return summary
 
     def close(self, store: SnapshotStore, key: NamespaceKey, completion: dict[str, Any]) -> None:

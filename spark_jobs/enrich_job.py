@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from functools import partial
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -44,6 +44,7 @@ from spark_jobs.snapshots import (
     SnapshotStore,
 )
 from spark_jobs.snapshots.budget_ledger import discard_other_runs
+from spark_jobs.snapshots.contracts import JobSummary
 from spark_jobs.snapshots.namespace_progress import ProgressFolder
 from spark_jobs.snapshots.resume import Decision, ResumeRefusedError, decide
 from spark_jobs.spark_io import (
@@ -100,20 +101,15 @@ def main(argv: list[str] | None = None) -> ExitStatus:
         return failure.exit_status
     finally:
         spark.stop()
-    print(json.dumps(summary, sort_keys=True))
-    if summary.get("budget_exhausted"):
-        print(
-            f"enrich_job: {'cost' if spec.max_cost else 'request'} budget spent: "
-            f"{summary['records_done']} of "
-            f"{summary['records_in']} records done, {summary['records_left']} left; "
-            "run again to resume",
-            file=sys.stderr,
-        )
+    print(json.dumps(summary.to_json(), sort_keys=True))
+    if summary.budget is not None:
+        spent = summary.budget.describe(summary.records_in, "cost" if spec.max_cost else "request")
+        print(f"enrich_job: {spent}; run again to resume", file=sys.stderr)
         return ExitStatus.BUDGET_SPENT
     return ExitStatus.DONE
 
 
-def run(spark: SparkSession, spec: JobSpec) -> dict[str, Any]:
+def run(spark: SparkSession, spec: JobSpec) -> JobSummary:
     """The whole job on an existing session, holding the namespace's lease; returns the
     summary it also publishes."""
     run_id = spec.run_id or uuid.uuid4().hex[:12]
@@ -149,7 +145,7 @@ def _run_holding_lease(
     key: NamespaceKey,
     lease: NamespaceLease,
     run_id: str,
-) -> dict[str, Any]:
+) -> JobSummary:
     started = time.monotonic()
     retry = DeadLetterRetry.open(spark, spec) if spec.retry_dead_letters else None
     frame = read_input(spark, spec) if retry is None else retry.frame
@@ -159,7 +155,7 @@ def _run_holding_lease(
     job_record = _job_record(frame, spec, records_in)
     decision = _open_namespace(store, key, spec, job_record)
     if decision.completed is not None:
-        return cast("dict[str, Any]", decision.completed["summary"])  # its JSON object
+        return JobSummary.from_json(decision.completed["summary"], "completion record: summary")
     spec = with_running_partitions(spec, spark_conf(spark))
     discard_other_runs(spec.snapshot_dir, store.namespace_path(key), run_id)
 
@@ -191,17 +187,24 @@ def _run_holding_lease(
             retry.merge_into(spark, staging)
             summary = retry.summary(summary)
         fail_if(store, key, job_record, run_id, _ceiling(spec, staging, summary))
-        publish(staging, spec.output, summary, lease.holds)
+        publish(staging, spec.output, summary.to_json(), lease.holds)
     finally:
         discard(staging)  # unless a summary names it (published, or set aside)
-    logger.info("summary: %s", json.dumps(summary, sort_keys=True))
-    if not summary.get("budget_exhausted"):  # else the snapshots are what the next run resumes
+    logger.info("summary: %s", json.dumps(summary.to_json(), sort_keys=True))
+    if summary.budget is None:  # else the snapshots are what the next run resumes
         completion = {"fingerprint": job_record["fingerprint"], "run_id": run_id}
-        _close_namespace(store, key, spec, {**completion, "summary": summary})
+        _close_namespace(store, key, spec, {**completion, "summary": summary.to_json()})
         if retry is not None:
-            fingerprint = original_fingerprint(store, key)
-            retry.close(store, key, {**completion, "fingerprint": fingerprint, "summary": summary})
+            _close_retry(store, key, retry, {**completion, "summary": summary.to_json()})
     return summary
+
+
+def _close_retry(
+    store: SnapshotStore, key: NamespaceKey, retry: DeadLetterRetry, completion: dict[str, Any]
+) -> None:
+    """The original namespace of a dead-letter retry is complete with the merged result,
+    under the fingerprint of the run whose dead letters were retried."""
+    retry.close(store, key, {**completion, "fingerprint": original_fingerprint(store, key)})
 
 
 def _progress_folder(
@@ -218,9 +221,9 @@ def _progress_folder(
     return ProgressFolder(store, key, run_id, spec.partitions, records_in, lease.holds, intervals)
 
 
-def _ceiling(spec: JobSpec, staging: str, summary: dict[str, Any]) -> RunFailed | None:
+def _ceiling(spec: JobSpec, staging: str, summary: JobSummary) -> RunFailed | None:
     """A crossed dead-letter ceiling; its result is set aside beside the output."""
-    failure = dead_letter_ceiling(summary, spec.max_dead_letters)
+    failure = dead_letter_ceiling(summary.to_json(), spec.max_dead_letters)
     if failure is not None and failure.summary is not None:
         set_aside(staging, spec.output, failure.summary)
     return failure

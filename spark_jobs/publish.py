@@ -29,6 +29,7 @@ from fsspec import AbstractFileSystem
 
 from spark_jobs.current_result import RESULT, SUMMARY, read_result, relative_to
 from spark_jobs.snapshots import LeaseError
+from spark_jobs.snapshots.contracts import JobSummary
 from spark_jobs.snapshots.paths import basename
 from spark_jobs.snapshots.storage import has_atomic_rename
 
@@ -65,7 +66,7 @@ def publish(staging: str, output: str, summary: dict[str, Any], holds: Callable[
     replaced = _named_run(output)  # kept: a reader may have resolved it just now
     if not holds():
         raise LeaseError(FENCED)
-    records = None if summary.get("budget_exhausted") else staging
+    records = None if JobSummary.from_json(summary).budget is not None else staging
     _point(output, summary, records)
     if _named_run(rejected_for(output)) is not None:  # superseded by the new result
         _remove(rejected_for(output))

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from spark_jobs.exit_status import ExitStatus
 from spark_jobs.option_values import check, parse_error_classes
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
+from spark_jobs.snapshots.contracts import JobSummary, PartitionStats
 from spark_jobs.spec_error import SpecError
 
 logger = logging.getLogger("enrich_job")
@@ -90,11 +91,8 @@ def dead_letter_limit(ceiling: str | int, records_in: int) -> int:
 
 def systemic_failure(partitions: Sequence[Any], run_id: str) -> RunFailed | None:
     """The failure of this run when some partition stopped as a systemic failure."""
-    reasons = sorted(
-        str(p.stats["systemic_failure"])
-        for p in partitions
-        if p.stats.get("systemic_failure") and p.stats.get("run_id") == run_id
-    )
+    stats = (PartitionStats.from_json(p.stats) for p in partitions)
+    reasons = sorted(reason for s in stats if (reason := s.systemic_failure) and s.run_id == run_id)
     if not reasons:
         return None
     return RunFailed(
@@ -108,15 +106,17 @@ def systemic_failure(partitions: Sequence[Any], run_id: str) -> RunFailed | None
 
 
 def dead_letter_ceiling(summary: dict[str, Any], ceiling: str | int | None) -> RunFailed | None:
-    """The failure of a finished run whose dead letters crossed ``ceiling``."""
+    """The failure of a finished run whose dead letters crossed ``ceiling``; ``summary``
+    is the stored form (:class:`JobSummary`'s), kept in the failure with the reason."""
     if ceiling is None:
         return None
-    limit = dead_letter_limit(ceiling, summary["records_in"])
-    if summary["dead_letters"] <= limit:
+    counts = JobSummary.from_json(summary)
+    limit = dead_letter_limit(ceiling, counts.records_in)
+    if counts.dead_letters <= limit:
         return None
     reason = (
-        f"dead-letter ceiling crossed: {summary['dead_letters']} dead letters of "
-        f"{summary['records_in']} records, more than --max-dead-letters {ceiling} "
+        f"dead-letter ceiling crossed: {counts.dead_letters} dead letters of "
+        f"{counts.records_in} records, more than --max-dead-letters {ceiling} "
         f"({limit}). Nothing was published; the snapshots are kept: a rerun replays "
         "the result without calling the API again."
     )

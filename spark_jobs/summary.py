@@ -9,6 +9,7 @@ from spark_jobs.accounting import CallAccounting, account_calls
 from spark_jobs.job_spec import JobSpec
 from spark_jobs.model_options import model_config, token_report
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
+from spark_jobs.snapshots.contracts import BudgetStop, JobSummary
 from spark_jobs.snapshots.progress_record import PartitionEntry, ProgressRecord
 
 
@@ -51,7 +52,7 @@ def build_summary(
     resumed: bool,
     duration_s: float,
     run_id: str = "run",
-) -> dict[str, Any]:
+) -> JobSummary:
     """The summary from counts the job already has: the output's ``counts``, the driver's
     last ``progress`` record (its partitions' last commits) and the attempts' call
     counters (one listing of ``attempts/``)."""
@@ -63,39 +64,34 @@ def build_summary(
             "enriched": sum(p.committed_rows for p in partitions),
             "dead_letters": sum(p.dead_letter_rows for p in partitions),
         }
-    summary: dict[str, Any] = {
-        "run_id": run_id,
-        "records_in": records_in,
-        "enriched": counts["enriched"],
-        "dead_letters": counts["dead_letters"],
-        "replayed_from_snapshot": sum(p.replayed for p in partitions),
-        "requests_made": accounting.totals["requests_made"],
-        "accounting": accounting.to_json(),
-        "resumed": resumed or any(p.resumed for p in partitions),
-        "epochs": sum(p.epoch + 1 for p in partitions),
-        "duration_s": round(duration_s, 3),
-        "watermark": progress.watermark(),
-        "partitions": spec.partitions,
-        "python_worker_peak_rss_mb": max((p.rss_mb_peak for p in partitions), default=0.0),
-        "output": spec.output,
-    }
-    summary["cost"] = cost_report(partitions, spec.cost_per_request, accounting.totals)
-    if spec.lineage_parent:  # the Airflow task's OpenLineage run (``lineage_parent.py``)
-        summary["lineage_parent"] = dict(spec.lineage_parent)
+    cost = cost_report(partitions, spec.cost_per_request, accounting.totals)
     model = model_config(spec)
     if model is not None:  # the spend ledger: tokens paid for, and their price
-        summary["cost"].update(token_report(model, accounting.totals))
-    if stopped:
-        done = summary["enriched"] + summary["dead_letters"]
-        summary.update(
-            budget_exhausted=True,
-            records_done=done,
-            records_left=records_in - done,
-            partitions_stopped=sorted(p.partition for p in stopped),
-        )
-        return summary
-    if summary["records_in"] != summary["enriched"] + summary["dead_letters"]:
-        raise RuntimeError(f"records_in != enriched + dead_letters in {summary}")
+        cost.update(token_report(model, accounting.totals))
+    done = counts["enriched"] + counts["dead_letters"]
+    stops = tuple(sorted(p.partition for p in stopped))
+    summary = JobSummary(
+        run_id=run_id,
+        records_in=records_in,
+        enriched=counts["enriched"],
+        dead_letters=counts["dead_letters"],
+        replayed_from_snapshot=sum(p.replayed for p in partitions),
+        requests_made=accounting.totals["requests_made"],
+        accounting=accounting.to_json(),
+        resumed=resumed or any(p.resumed for p in partitions),
+        epochs=sum(p.epoch + 1 for p in partitions),
+        duration_s=round(duration_s, 3),
+        watermark=progress.watermark(),
+        partitions=spec.partitions,
+        python_worker_peak_rss_mb=max((p.rss_mb_peak for p in partitions), default=0.0),
+        output=spec.output,
+        cost=cost,
+        # the Airflow task's OpenLineage run (``lineage_parent.py``)
+        lineage_parent=dict(spec.lineage_parent) if spec.lineage_parent else None,
+        budget=BudgetStop(done, records_in - done, stops) if stopped else None,
+    )
+    if not stopped and records_in != done:
+        raise RuntimeError(f"records_in != enriched + dead_letters in {summary.to_json()}")
     return summary
 
 

@@ -20,6 +20,7 @@ from importlib.resources import files
 from typing import Any
 
 from plugins.web.models import CostView, NamespaceView, PartitionView
+from spark_jobs.snapshots.contracts import format_count
 
 _STYLE = files(__package__).joinpath("page.css").read_text()
 _SCRIPT = files(__package__).joinpath("page.js").read_text()
@@ -32,7 +33,7 @@ def _text(value: Any, missing: str = "—") -> str:
 
 
 def _count(value: int | None) -> str:
-    return "?" if value is None else f"{value:,}".replace(",", "\u202f")
+    return format_count(value, "\u202f")  # a narrow no-break space: a number never wraps
 
 
 def _bar(done: int, total: int | None) -> str:

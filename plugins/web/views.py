@@ -27,7 +27,8 @@ from plugins.web.models import (
     TotalsView,
 )
 from plugins.web.partitions import partition_count, partition_page, utc
-from spark_jobs.snapshots import ManifestError, NamespaceKey, SnapshotStore
+from spark_jobs.snapshots import NamespaceKey, SnapshotStore
+from spark_jobs.snapshots.contracts import JobSummary
 from spark_jobs.snapshots.progress_record import ProgressRecord, ProgressRecordError
 from spark_jobs.snapshots.stall import Stall, stall_of
 from spark_jobs.summary import cost_report
@@ -80,39 +81,23 @@ def _totals(record: ProgressRecord) -> TotalsView:
     )
 
 
-def _spaced(text: str) -> str:
-    """Thousands separated by spaces, as the job's own progress lines write them."""
-    return text.replace(",", " ")
-
-
-def _completed_totals(summary: dict[str, Any]) -> TotalsView:
+def _completed_totals(summary: JobSummary) -> TotalsView:
     """Totals of a run that published its output, from the summary it left behind."""
-
-    def number(name: str) -> int:
-        value = summary.get(name)
-        return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-    partitions, records = number("partitions"), number("records_in")
-    enriched, dead = number("enriched"), number("dead_letters")
-    watermark = summary.get("watermark") if isinstance(summary.get("watermark"), int) else None
-    recorded = summary.get("cost")
-    cost: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
+    partitions, cost = summary.partitions, summary.cost
     return TotalsView(
         partition_count=partitions,
         partitions_reported=partitions,
         partitions_finished=partitions,
-        records_total=records,
-        done_rows=enriched + dead,
-        committed_rows=enriched,
-        dead_letter_rows=dead,
+        records_total=summary.records_in,
+        done_rows=summary.records_done,
+        committed_rows=summary.enriched,
+        dead_letter_rows=summary.dead_letters,
         in_flight=0,
         epoch=0,
-        watermark=watermark,
-        watermark_utc=utc(watermark),
+        watermark=summary.watermark,
+        watermark_utc=utc(summary.watermark),
         last_committed_at=None,
-        summary=_spaced(
-            f"completed: {enriched + dead:,} of {records:,} records ({dead:,} dead letters)"
-        ),
+        summary=summary.describe_completed(),
         cost=CostView(**{name: int(cost.get(name, 0)) for name in CostView.model_fields}),
     )
 
@@ -153,14 +138,19 @@ def _progress(store: SnapshotStore, key: NamespaceKey) -> tuple[ProgressRecord |
 
 def _completion(
     store: SnapshotStore, key: NamespaceKey
-) -> tuple[dict[str, Any] | None, str | None]:
-    """The completion record, or None and why it cannot be shown (a crafted one, with
-    counts that are not numbers, shows the namespace as corrupt, never a 500)."""
+) -> tuple[dict[str, Any] | None, JobSummary | None, str | None]:
+    """The completion record and its summary, or None and why it cannot be shown (a
+    crafted one, with counts that are not numbers, shows the namespace as corrupt, never
+    a 500)."""
     try:
-        return store.completion_record(key), None
-    except ManifestError as error:
+        record = store.completion_record(key)
+        summary = record.get("summary") if record is not None else None
+        if not isinstance(summary, dict):
+            return record, None, None
+        return record, JobSummary.from_json(summary, "completion record: summary"), None
+    except ValueError as error:  # ManifestError, or a summary field of the wrong type
         logger.warning("unreadable completion record of %s: %s", key, error)
-        return None, f"The completion record is corrupt ({error}); discard the namespace."
+        return None, None, f"The completion record is corrupt ({error}); discard the namespace."
 
 
 def read_namespace(
@@ -174,14 +164,15 @@ def read_namespace(
     is the path the app is mounted at (for links). None when nothing is stored under it.
     Once the run published, its snapshots are gone and its completion record speaks."""
     record, note = _progress(store, key)
-    completed, unreadable = _completion(store, key) if record is None else (None, None)
+    completed, summary, unreadable = (
+        _completion(store, key) if record is None else (None, None, None)
+    )
     note = unreadable or note
-    summary = completed.get("summary") if completed else None
     lease = store.lease(key, owner="").read()
     if record is None and completed is None and lease is None and unreadable is None:
         if not _stored(store, key):
             return None
-    if isinstance(summary, dict):
+    if summary is not None:
         totals, note = _completed_totals(summary), None
     else:
         totals = _totals(record) if record is not None else _unknown_totals()
@@ -199,7 +190,7 @@ def read_namespace(
         task_id=key.task_id,
         interval_start=key.interval_start,
         totals=totals,
-        completed=isinstance(summary, dict),
+        completed=summary is not None,
         corrupt_partitions=list(record.corrupt_partitions) if record is not None else [],
         running=running,
         stalled=_stall_view(stall),

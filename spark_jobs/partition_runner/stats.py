@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from spark_jobs.snapshots import Manifest
+from spark_jobs.snapshots.contracts import PartitionStats
 
 
 class RunStats:
@@ -23,6 +24,10 @@ class RunStats:
     def __init__(self, resumed: Manifest | None, run_id: str) -> None:
         self.resumed = resumed
         self.run_id = run_id
+        #: The stats of the manifest resumed from (nothing counted: a first attempt).
+        self.before = (
+            PartitionStats() if resumed is None else PartitionStats.from_json(resumed.stats)
+        )
         self.counters: Callable[[], dict[str, int]] = dict
         self.own: dict[str, int] = {}  # this attempt's counters at the last cut
         self.replayed = 0
@@ -31,10 +36,9 @@ class RunStats:
 
     def run_requests_before(self) -> int:
         """Requests earlier attempts of this same run made (the budget is per run)."""
-        resumed = self.resumed
-        if resumed is None or resumed.stats.get("run_id") != self.run_id:
+        if self.resumed is None or self.before.run_id != self.run_id:
             return 0
-        return int(resumed.stats.get("run_requests", 0))
+        return self.before.run_requests
 
     def at_cut(
         self,
@@ -44,31 +48,27 @@ class RunStats:
         in_flight: int,
         systemic_failure: str | None = None,
     ) -> dict[str, Any]:
-        """``systemic_failure`` is the reason this attempt stopped as one (the driver
-        fails the run with it), None for any other cut."""
+        """The next manifest's ``stats`` (:class:`PartitionStats`' stored form).
+        ``systemic_failure`` is the reason this attempt stopped as one (the driver fails
+        the run with it), None for any other cut."""
         rss_mb = rss_now_mb()
         self.rss_first_cut = self.rss_first_cut or rss_mb
         self.rss_peak = max(self.rss_peak, rss_mb)
         counters = self.own = self.counters()
-        return {
-            "rss_mb_first_cut": self.rss_first_cut,
-            "rss_mb_peak": self.rss_peak,
-            **{name: self._before(name) + n for name, n in counters.items()},
-            "run_id": self.run_id,
-            "run_requests": self.run_requests_before() + counters["requests_made"],
-            "budget_exhausted": budget_exhausted,
-            "systemic_failure": systemic_failure,
-            "replayed": self.replayed,
-            "resumed": self.resumed is not None,
-            "finished": final,
-            "in_flight": in_flight,
-        }
-
-    def _before(self, name: str) -> int:
-        """A counter of earlier attempts, carried in the manifest resumed from."""
-        if self.resumed is None:
-            return 0
-        return int(self.resumed.stats.get(name, 0))
+        stats = PartitionStats(
+            run_id=self.run_id,
+            counters={name: self.before.counter(name) + n for name, n in counters.items()},
+            run_requests=self.run_requests_before() + counters["requests_made"],
+            budget_exhausted=budget_exhausted,
+            systemic_failure=systemic_failure,
+            replayed=self.replayed,
+            resumed=self.resumed is not None,
+            finished=final,
+            in_flight=in_flight,
+            rss_mb_first_cut=self.rss_first_cut,
+            rss_mb_peak=self.rss_peak,
+        )
+        return stats.to_json()
 
 
 def rss_now_mb() -> float:

@@ -20,11 +20,13 @@ from .documents import ManifestError
 _INT64 = 2**63
 
 
-def _count(value: Any) -> bool:
+def is_count(value: Any) -> bool:
+    """A whole number a counter can hold (not a bool, not negative, within int64)."""
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _INT64
 
 
-def _number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
+    """A finite non-negative number (a duration, a cost, a memory size)."""
     return (
         isinstance(value, int | float)
         and not isinstance(value, bool)
@@ -33,26 +35,31 @@ def _number(value: Any) -> bool:
     )
 
 
-def _flag(value: Any) -> bool:
+def is_flag(value: Any) -> bool:
     return isinstance(value, bool)
 
 
-def _optional_text(value: Any) -> bool:
+def is_text(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def is_optional_text(value: Any) -> bool:
     return value is None or isinstance(value, str)
 
 
 _STATS: dict[str, Callable[[Any], bool]] = {
     **dict.fromkeys(
-        ("requests_made", "response_cache_hits", "coalesced_calls", "cache_hits"), _count
+        ("requests_made", "response_cache_hits", "coalesced_calls", "cache_hits"), is_count
     ),
-    **dict.fromkeys(("run_requests", "replayed", "in_flight"), _count),
-    **dict.fromkeys(("finished", "budget_exhausted", "resumed"), _flag),
-    **dict.fromkeys(("rss_mb_first_cut", "rss_mb_peak"), _number),
-    "run_id": lambda value: isinstance(value, str),
-    "systemic_failure": _optional_text,
+    **dict.fromkeys(("prompt_tokens", "completion_tokens"), is_count),
+    **dict.fromkeys(("run_requests", "replayed", "in_flight"), is_count),
+    **dict.fromkeys(("finished", "budget_exhausted", "resumed"), is_flag),
+    **dict.fromkeys(("rss_mb_first_cut", "rss_mb_peak"), is_number),
+    "run_id": is_text,
+    "systemic_failure": is_optional_text,
 }
 #: What a completion record's summary counts (``summary.py``), and its ``cost`` values.
-_SUMMARY_COUNTS = ("partitions", "records_in", "enriched", "dead_letters", "requests_made")
+SUMMARY_COUNTS = ("partitions", "records_in", "enriched", "dead_letters", "requests_made")
 
 
 def check_stats(stats: Mapping[str, Any]) -> None:
@@ -69,17 +76,22 @@ def check_completion(record: Any, what: str) -> dict[str, Any]:
     if not isinstance(record, dict):
         raise ManifestError(f"{what}: not a JSON object")
     summary = record.get("summary")
-    if summary is None:
-        return record
+    if summary is not None:
+        check_summary(summary, f"{what}: summary")
+    return record
+
+
+def check_summary(summary: Any, what: str) -> None:
+    """Raises :class:`ManifestError` naming the first of a job summary's counts or costs
+    that is not a number (``what`` names the document: ``completion record: summary``)."""
     if not isinstance(summary, dict):
-        raise ManifestError(f"{what}: summary is not an object")
-    for name in _SUMMARY_COUNTS:
-        if name in summary and not _count(summary[name]):
-            raise ManifestError(f"{what}: summary.{name} is {summary[name]!r:.40}, not a count")
+        raise ManifestError(f"{what} is not an object")
+    for name in SUMMARY_COUNTS:
+        if name in summary and not is_count(summary[name]):
+            raise ManifestError(f"{what}.{name} is {summary[name]!r:.40}, not a count")
     cost = summary.get("cost", {})
     if not isinstance(cost, dict):
-        raise ManifestError(f"{what}: summary.cost is not an object")
+        raise ManifestError(f"{what}.cost is not an object")
     for name, value in cost.items():
-        if not _number(value):
-            raise ManifestError(f"{what}: summary.cost.{name} is {value!r:.40}, not a number")
-    return record
+        if not is_number(value):
+            raise ManifestError(f"{what}.cost.{name} is {value!r:.40}, not a number")

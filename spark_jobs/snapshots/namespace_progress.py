@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from .contracts import PartitionStats
 from .paths import NamespaceKey
 from .progress import PartitionProgress
 from .progress_record import MAX_TEXT, PartitionEntry, ProgressRecord
@@ -30,17 +31,11 @@ def _text(value: object) -> str:
     return str(value)[:MAX_TEXT]
 
 
-def _counter(stats: dict[str, object], name: str) -> int:
-    value = stats.get(name, 0)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
-
-
 def entry_of(progress: PartitionProgress) -> PartitionEntry:
     """A partition's entry from its best manifest's progress (its stats as the runner
     wrote them: ``partition_runner/stats.py``)."""
-    stats = dict(progress.stats)
-    reason = stats.get("systemic_failure")
-    peak = stats.get("rss_mb_peak", 0.0)
+    stats = PartitionStats.from_json(progress.stats)
+    reason = stats.systemic_failure
     return PartitionEntry(
         partition=progress.partition,
         epoch=progress.epoch,
@@ -52,17 +47,17 @@ def entry_of(progress: PartitionProgress) -> PartitionEntry:
         watermark=progress.watermark,
         committed_at_ms=int(progress.committed_at.timestamp() * 1000),
         attempt=_text(progress.attempt),
-        run_id=_text(stats.get("run_id", "")),
-        finished=bool(stats.get("finished")),
-        budget_exhausted=bool(stats.get("budget_exhausted")),
+        run_id=_text(stats.run_id),
+        finished=stats.finished,
+        budget_exhausted=stats.budget_exhausted,
         systemic_failure=_text(reason) if reason else None,
-        resumed=bool(stats.get("resumed")),
-        requests_made=_counter(stats, "requests_made"),
-        response_cache_hits=_counter(stats, "response_cache_hits"),
-        coalesced_calls=_counter(stats, "coalesced_calls"),
-        cache_hits=_counter(stats, "cache_hits"),
-        replayed=_counter(stats, "replayed"),
-        rss_mb_peak=float(peak) if isinstance(peak, int | float) and 0 <= peak < 1e12 else 0.0,
+        resumed=stats.resumed,
+        requests_made=stats.requests_made,
+        response_cache_hits=stats.counter("response_cache_hits"),
+        coalesced_calls=stats.counter("coalesced_calls"),
+        cache_hits=stats.counter("cache_hits"),
+        replayed=stats.replayed,
+        rss_mb_peak=stats.rss_mb_peak if stats.rss_mb_peak < 1e12 else 0.0,
     )
 
 

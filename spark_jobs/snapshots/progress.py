@@ -1,7 +1,8 @@
-"""Progress of stored snapshots, as the store, the resume decision and the admin views see it.
+"""Progress of stored snapshots read from their manifests, as the store, the resume
+decision (when a namespace has no progress record) and the demo see it.
 
-Plain data read from manifests: it knows nothing of the store that found them, so the
-store can return it without an import cycle.
+Plain data: it knows nothing of the store that found them, so the store can return it
+without an import cycle.
 """
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from .contracts import PartitionStats
 from .manifest import Manifest
+from .paths import NamespaceKey
+from .progress_record import describe_progress
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,11 @@ class PartitionProgress:
     in_flight: int = 0
     """Pending operator entries at the cut: requested again (or replayed) on resume."""
     stats: Mapping[str, Any] = field(default_factory=dict)
+    """The manifest's stats as stored; :attr:`partition_stats` reads them typed."""
+
+    @property
+    def partition_stats(self) -> PartitionStats:
+        return PartitionStats.from_json(self.stats)
 
     @property
     def done_rows(self) -> int:
@@ -53,3 +62,28 @@ class PartitionProgress:
             in_flight=len(manifest.pending),
             stats=dict(manifest.stats),
         )
+
+
+@dataclass(frozen=True)
+class NamespaceInfo:
+    """One task run found under the store root, with per-partition progress from their
+    best manifests, and its totals (what ``progress_record.ProgressRecord`` says of a
+    namespace, for one without a record: a run of an older version)."""
+
+    key: NamespaceKey
+    partitions: tuple[PartitionProgress, ...]
+
+    @property
+    def epoch(self) -> int:
+        return max((p.epoch for p in self.partitions), default=0)
+
+    @property
+    def done(self) -> int:
+        return sum(p.done_rows for p in self.partitions)
+
+    @property
+    def in_flight(self) -> int:
+        return sum(p.in_flight for p in self.partitions if not p.partition_stats.finished)
+
+    def describe(self, records_total: int | None) -> str:
+        return describe_progress(self.epoch, self.done, self.in_flight, records_total)

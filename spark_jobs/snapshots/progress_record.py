@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from operator import attrgetter
 from typing import Any
 
+from .contracts import format_count
 from .documents import ManifestError, parse_stored_json
 from .paths import MAX_PARTITIONS
 
@@ -67,8 +68,7 @@ def _number(value: Any) -> bool:
 def describe_progress(epoch: int, done: int, in_flight: int, records_total: int | None) -> str:
     """``epoch 12: 48 213 of 100 000 records committed, 64 in flight``: the one wording of
     progress in logs, the Storage tab and the page."""
-    total = f"{records_total:,}".replace(",", " ") if records_total is not None else "?"
-    spaced = f"{done:,}".replace(",", " ")
+    total, spaced = format_count(records_total), format_count(done)
     return f"epoch {epoch}: {spaced} of {total} records committed, {in_flight} in flight"
 
 

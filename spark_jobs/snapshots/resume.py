@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .paths import NamespaceKey
-from .progress import PartitionProgress
-from .progress_record import ProgressRecordError, describe_progress
+from .progress import NamespaceInfo
+from .progress_record import ProgressRecordError
 from .store import SnapshotStore
 
 logger = logging.getLogger(__name__)
@@ -33,28 +33,6 @@ class Decision:
     """The completion record when this very job has already been published: nothing to do."""
 
 
-@dataclass(frozen=True)
-class NamespaceProgress:
-    """Totals over a namespace's partitions, from their best manifests."""
-
-    partitions: tuple[PartitionProgress, ...]
-
-    @property
-    def epoch(self) -> int:
-        return max((p.epoch for p in self.partitions), default=0)
-
-    @property
-    def done(self) -> int:
-        return sum(p.done_rows for p in self.partitions)
-
-    @property
-    def in_flight(self) -> int:
-        return sum(p.in_flight for p in self.partitions if not p.stats.get("finished"))
-
-    def describe(self, records_total: int | None) -> str:
-        return describe_progress(self.epoch, self.done, self.in_flight, records_total)
-
-
 class ProgressSummary(Protocol):
     """What a resume decision or plan needs of a namespace's progress: its partitions
     with a commit, and the line that describes them."""
@@ -65,9 +43,9 @@ class ProgressSummary(Protocol):
     def describe(self, records_total: int | None) -> str: ...
 
 
-def read_progress(store: SnapshotStore, key: NamespaceKey) -> NamespaceProgress:
+def read_progress(store: SnapshotStore, key: NamespaceKey) -> NamespaceInfo:
     """Every partition's best manifest: one listing and a commit read per partition."""
-    return NamespaceProgress(tuple(store.namespace_progress(key)))
+    return NamespaceInfo(key, tuple(store.namespace_progress(key)))
 
 
 def resume_progress(store: SnapshotStore, key: NamespaceKey) -> ProgressSummary:

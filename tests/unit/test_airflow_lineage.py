@@ -8,6 +8,7 @@ import os
 import pytest
 
 from plugins.lineage import api_dataset, dataset_name, lineage_on_complete
+from spark_jobs.snapshots.contracts import JobSummary
 
 
 @pytest.mark.parametrize(
@@ -42,7 +43,9 @@ def test_the_counts_and_cost_come_from_the_summary():
         "run_id": "r1",
         "cost": {"requests_made": 9, "estimated_cost": 0.09},
     }
-    lineage = lineage_on_complete("/in", "/out", "http://api:80/c/{id}", summary)
+    lineage = lineage_on_complete(
+        "/in", "/out", "http://api:80/c/{id}", JobSummary.from_json(summary)
+    )
     rows = {d.name: d.outputFacets["outputStatistics"].rowCount for d in lineage.outputs}
     assert rows == {"/out": 8, "/out/dead_letters": 2}
     assert [d.inputFacets["inputStatistics"].rowCount for d in lineage.inputs] == [10, 9]
