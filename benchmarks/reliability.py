@@ -30,7 +30,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from demo.stack import DemoApiProcess
-from spark_jobs.current_result import current_dead_letters_path
+from spark_jobs.driver.current_result import current_dead_letters_path
 
 RESULTS = Path(__file__).parent / "results" / "reliability.json"
 REPO_ROOT = Path(__file__).resolve().parents[1]

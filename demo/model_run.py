@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from demo.stack import ROOT
-from spark_jobs.current_result import read_result
+from spark_jobs.driver.current_result import read_result
 
 WORK = ROOT / ".demo-model"
 RECORDS = 600

@@ -1,25 +1,11 @@
-"""The Airflow plugin: registered through the ``airflow.plugins`` entry point."""
+"""Airflow's plugins folder entry: the plugin itself is the package ``enrichment_airflow``.
 
-from __future__ import annotations
+Airflow imports every ``.py`` of its plugins folder as a top-level module and puts the
+folder on ``sys.path``; ``.airflowignore`` keeps it out of ``enrichment_airflow/``, which is
+imported as the package it is (the wheel installs the same package and registers the
+plugin by the ``airflow.plugins`` entry point instead).
+"""
 
-from airflow.plugins_manager import AirflowPlugin
+from enrichment_airflow.plugin import ResumableEnrichmentPlugin
 
-from plugins.links import SnapshotProgressLink
-from plugins.urls import URL_PREFIX
-from plugins.web import app
-
-
-class ResumableEnrichmentPlugin(AirflowPlugin):
-    name = "resumable_enrichment"
-    fastapi_apps = [{"app": app, "url_prefix": URL_PREFIX, "name": "Enrichment snapshots"}]
-    external_views = [
-        {
-            "name": "Enrichment snapshots",
-            "href": f"{URL_PREFIX}/",
-            "destination": "nav",
-            "category": "browse",
-            # Shown inside Airflow's UI (at /plugin/enrichment-snapshots), not in a new tab.
-            "url_route": "enrichment-snapshots",
-        }
-    ]
-    operator_extra_links = [SnapshotProgressLink()]
+__all__ = ["ResumableEnrichmentPlugin"]

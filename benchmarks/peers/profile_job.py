@@ -26,10 +26,10 @@ import pyarrow as pa
 from benchmarks.peers.run import api
 from benchmarks.peers.spark_peers import recipe
 from spark_jobs.enrichers import ResponseField
-from spark_jobs.job_spec import JobSpec
 from spark_jobs.partition_runner import PartitionRunner, PartitionTask
-from spark_jobs.row_enrichment import SOURCE_FILE
+from spark_jobs.partition_runner.row_enrichment import SOURCE_FILE
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
+from spark_jobs.spec.job_spec import JobSpec
 
 SCHEMA = pa.schema(
     [

@@ -32,7 +32,7 @@ UrlT = TypeVar("UrlT", str, None)
 
 
 class StoredResponses(Protocol):
-    """Raw successful answers kept across runs (``spark_jobs.response_cache``)."""
+    """Raw successful answers kept across runs (``spark_jobs.partition_runner.response_cache``)."""
 
     def get(self, method: str, url: str, body: str | None) -> bytes | None: ...
 

@@ -14,10 +14,10 @@ from typing import Any, TypeVar
 
 from spark_jobs.asyncwait import Failure, Result
 from spark_jobs.enrichers import BudgetExhausted, RequestBudget
-from spark_jobs.job_spec import JobSpec
-from spark_jobs.model_options import cost_units
 from spark_jobs.snapshots import PartitionSnapshots
 from spark_jobs.snapshots.budget_ledger import BudgetLedger, chunk_size
+from spark_jobs.spec.job_spec import JobSpec
+from spark_jobs.spec.model_options import cost_units
 
 from .task import PartitionTask
 

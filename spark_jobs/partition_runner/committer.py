@@ -26,9 +26,9 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from spark_jobs.asyncwait import OperatorSnapshot
-from spark_jobs.job_spec import JobSpec
-from spark_jobs.response_cache import Answers, ResponseCache
+from spark_jobs.partition_runner.response_cache import Answers, ResponseCache
 from spark_jobs.snapshots import AttemptRecorder, Manifest, PartitionSnapshots
+from spark_jobs.spec.job_spec import JobSpec
 from spark_jobs.telemetry import NO_TELEMETRY, PartitionTelemetry
 
 from .epoch import ERROR_COLUMN, Epoch

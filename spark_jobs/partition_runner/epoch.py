@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_jobs.asyncwait import Failure, Result
-from spark_jobs.row_enrichment import HELPER_COLUMNS
+from spark_jobs.partition_runner.row_enrichment import HELPER_COLUMNS
 
 ERROR_COLUMN = "_error"
 ATTEMPTS_COLUMN = "_attempts"

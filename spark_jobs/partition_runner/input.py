@@ -13,8 +13,8 @@ from typing import Any
 import pyarrow as pa
 
 from spark_jobs.asyncwait import BoundedOutOfOrdernessGenerator, OperatorSnapshot, Watermark
-from spark_jobs.job_spec import JobSpec
-from spark_jobs.row_enrichment import EVENT_MS
+from spark_jobs.partition_runner.row_enrichment import EVENT_MS
+from spark_jobs.spec.job_spec import JobSpec
 
 Row = dict[str, Any]
 IndexedRow = tuple[int, Row]

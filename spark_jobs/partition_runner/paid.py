@@ -26,7 +26,7 @@ from spark_jobs.asyncwait import OperatorSnapshot
 from spark_jobs.enrichers import EnrichmentError
 from spark_jobs.enrichers.dedup import LruCache
 from spark_jobs.enrichers.request_keys import RequestKeys, request_keys
-from spark_jobs.job_spec import JobSpec
+from spark_jobs.spec.job_spec import JobSpec
 
 from .epoch import ERROR_COLUMN
 from .input import InputRows

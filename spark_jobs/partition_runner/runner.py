@@ -30,9 +30,9 @@ from spark_jobs.asyncwait import (
     Watermark,
 )
 from spark_jobs.enrichers import default_retry_strategy
-from spark_jobs.job_spec import JobSpec
-from spark_jobs.row_enrichment import open_row_enrichment
+from spark_jobs.partition_runner.row_enrichment import open_row_enrichment
 from spark_jobs.snapshots import LeaseError, Manifest, PartitionSnapshots
+from spark_jobs.spec.job_spec import JobSpec
 from spark_jobs.telemetry import partition_telemetry
 
 from .budget import BudgetStop

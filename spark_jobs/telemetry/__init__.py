@@ -28,7 +28,7 @@ import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from spark_jobs.option_values import check
+from spark_jobs.spec.option_values import check
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -49,7 +49,7 @@ from fsspec.core import url_to_fs
 from moto.server import ThreadedMotoServer
 
 from demo.stack import DemoApiProcess, demo_api
-from spark_jobs.current_result import read_result
+from spark_jobs.driver.current_result import read_result
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 from tests.integration.job_support import job_args, start_job, write_input
 from tests.integration.spark_cluster import standalone_cluster

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from spark_jobs.current_result import read_result
+from spark_jobs.driver.current_result import read_result
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,14 +12,14 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import pytest
+from enrichment_airflow.discard_operator import DiscardSnapshotsOperator
+from enrichment_airflow.enrichment_hook import TOKEN_ENV, EnrichmentApiHook
+from enrichment_airflow.enrichment_operator import ResumableEnrichmentOperator
+from enrichment_airflow.job_arguments import job_arguments
 
-from plugins.discard_operator import DiscardSnapshotsOperator
-from plugins.enrichment_hook import TOKEN_ENV, EnrichmentApiHook
-from plugins.enrichment_operator import ResumableEnrichmentOperator
-from plugins.job_arguments import job_arguments
 from spark_jobs import defaults
-from spark_jobs.job_cli import parse_args
 from spark_jobs.snapshots import NamespaceKey
+from spark_jobs.spec.job_cli import parse_args
 
 from .operator_support import enrichment_operator
 
@@ -68,7 +68,7 @@ def test_airflow_hook_declares_its_connection_like_a_provider_hook():
 
     info = ProvidersManagerTaskRuntime().hooks["enrichment_api"]
     assert info is not None
-    assert info.hook_class_name == "plugins.enrichment_hook.EnrichmentApiHook"
+    assert info.hook_class_name == "enrichment_airflow.enrichment_hook.EnrichmentApiHook"
     assert info.connection_id_attribute_name == "api_conn_id"
 
 

@@ -27,7 +27,7 @@ ROWS = 3_000
 DAG = """
 import pendulum
 from airflow.sdk import DAG
-from plugins.enrichment_operator import ResumableEnrichmentOperator
+from enrichment_airflow.enrichment_operator import ResumableEnrichmentOperator
 
 with DAG("enrich_connect", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC")):
     ResumableEnrichmentOperator(

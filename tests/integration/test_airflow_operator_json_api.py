@@ -24,7 +24,7 @@ SPARK_INFO = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d INFO ", re.M)
 DAG = """
 import pendulum
 from airflow.sdk import DAG
-from plugins.enrichment_operator import ResumableEnrichmentOperator
+from enrichment_airflow.enrichment_operator import ResumableEnrichmentOperator
 
 with DAG("geocode", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC")):
     ResumableEnrichmentOperator(

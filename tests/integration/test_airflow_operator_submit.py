@@ -6,9 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from plugins.enrichment_hook import EnrichmentApiHook
-from plugins.enrichment_operator import ENRICH_JOB, ResumableEnrichmentOperator
+from enrichment_airflow.enrichment_hook import EnrichmentApiHook
+from enrichment_airflow.enrichment_operator import ENRICH_JOB, ResumableEnrichmentOperator
 
 from .operator_support import enrichment_operator, submit_hook
 
@@ -136,7 +135,7 @@ def test_standalone_cluster_mode_submits_the_python_job_as_pythonrunner_over_res
     """Spark refuses .py applications in standalone cluster mode: the job goes as Spark's
     PythonRunner with the job's file first, once however often the hook is built;
     spark-submit takes the REST route; durable is on, explicitly."""
-    from plugins.cluster_run import PYTHON_RUNNER, launcher_jar
+    from enrichment_airflow.cluster_run import PYTHON_RUNNER, launcher_jar
 
     cluster = {"deploy-mode": "cluster", "rest-port": 6066}
     monkeypatch.setenv(

@@ -11,10 +11,9 @@ import json
 import pytest
 from airflow.providers.apache.spark.hooks import spark_submit
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from enrichment_airflow.enrichment_hook import EnrichmentApiHook
+from enrichment_airflow.enrichment_operator import ENRICH_JOB
 from structlog.testing import capture_logs
-
-from plugins.enrichment_hook import EnrichmentApiHook
-from plugins.enrichment_operator import ENRICH_JOB
 
 from .operator_support import enrichment_operator, submit_hook
 

@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow]
 DAG = """
 import pendulum
 from airflow.sdk import DAG, Asset
-from plugins.enrichment_operator import ResumableEnrichmentOperator
+from enrichment_airflow.enrichment_operator import ResumableEnrichmentOperator
 
 with DAG("watched", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC")):
     ResumableEnrichmentOperator(

@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from demo.stack import demo_api
-from spark_jobs.current_result import read_result
 from spark_jobs.defaults import AUTH_FAILURE_THRESHOLD
+from spark_jobs.driver.current_result import read_result
 from spark_jobs.exit_status import ExitStatus
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 

@@ -15,7 +15,7 @@ import pytest
 
 from demo.stack import demo_api
 from spark_jobs.exit_status import ExitStatus
-from spark_jobs.response_cache import request_key
+from spark_jobs.partition_runner.response_cache import request_key
 from spark_jobs.snapshots import SnapshotStore
 
 from .job_support import job_args, kill_group, read_output, run_job, start_job, write_input

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from spark_jobs.driver.input_reader import read_input
+from spark_jobs.driver.spark_io import input_fingerprint
 from spark_jobs.enrichers import ResponseField
-from spark_jobs.input_options import CORRUPT_RECORD
-from spark_jobs.input_reader import read_input
-from spark_jobs.job_spec import JobSpec
-from spark_jobs.spark_io import input_fingerprint
+from spark_jobs.spec.input_options import CORRUPT_RECORD
+from spark_jobs.spec.job_spec import JobSpec
 
 pytestmark = pytest.mark.spark
 

@@ -14,7 +14,6 @@ import pytest
 
 from demo.model_api import ModelApi, run_model_api
 from demo.model_limits import ModelLimits
-from spark_jobs.cache_scope import scope_of
 from spark_jobs.enrichers import HttpEnricher, HttpEnricherConfig, RequestBudget, ThrottledError
 from spark_jobs.enrichers.model_endpoint import (
     ModelAnswers,
@@ -23,7 +22,8 @@ from spark_jobs.enrichers.model_endpoint import (
     request_options,
 )
 from spark_jobs.enrichers.model_endpoint.pacing import LIMIT_SHARE
-from spark_jobs.response_cache import ResponseCache
+from spark_jobs.partition_runner.cache_scope import scope_of
+from spark_jobs.partition_runner.response_cache import ResponseCache
 
 SCHEMA = {
     "type": "object",

@@ -11,9 +11,9 @@ import pyarrow as pa
 import pytest
 
 from spark_jobs.enrichers import ResponseField
-from spark_jobs.job_spec import JobSpec
 from spark_jobs.partition_runner import PartitionRunner, PartitionTask, oversized
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore, commit_file, documents
+from spark_jobs.spec.job_spec import JobSpec
 
 from .echo_api import EchoApi
 

@@ -17,10 +17,10 @@ import pytest
 
 from demo.stack import demo_api
 from spark_jobs.enrichers import ResponseField
-from spark_jobs.job_spec import JobSpec
 from spark_jobs.partition_runner import PartitionRunner, PartitionTask
 from spark_jobs.partition_runner.replay import replay
 from spark_jobs.snapshots import NamespaceKey, PartitionSnapshots, SnapshotStore
+from spark_jobs.spec.job_spec import JobSpec
 
 pytestmark = pytest.mark.slow
 
@@ -138,7 +138,7 @@ def test_a_crash_then_resume_pays_again_only_for_keys_it_had_not_committed(tmp_p
 
 def test_each_cut_writes_the_caches_new_answers_and_holds_no_more(tmp_path, caplog, monkeypatch):
     monkeypatch.setenv("ENRICHMENT_CACHE_KEY", "a random key only this deployment knows")
-    caplog.set_level(logging.INFO, logger="spark_jobs.row_enrichment")
+    caplog.set_level(logging.INFO, logger="spark_jobs.partition_runner.row_enrichment")
     ids = [f"k{i:04d}" for i in range(400)]
     cache = tmp_path / "cache"
     with demo_api("--latency-ms", "5") as api:

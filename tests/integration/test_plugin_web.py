@@ -1,8 +1,8 @@
-"""The plugin's web part (``plugins.web``) inside a real ``airflow api-server``.
+"""The plugin's web part (``enrichment_airflow.web``) inside a real ``airflow api-server``.
 
 One api-server per module, on a free loopback port, with a temporary AIRFLOW_HOME and
-SQLite.  A small plugin in a temporary plugins folder registers ``plugins.web.app`` the
-way the real plugin does, so these tests do not depend on ``plugins.resumable_enrichment``.
+SQLite.  A small plugin in a temporary plugins folder registers ``enrichment_airflow.web.app`` the
+way the real plugin does, so these tests do not depend on ``enrichment_airflow.plugin``.
 
 Authentication and authorization are Airflow's own: SimpleAuthManager with users from a
 passwords file, JWTs from ``POST /auth/token``.  SimpleAuthManager's roles are global
@@ -36,10 +36,10 @@ from urllib.parse import parse_qs, quote, urlsplit
 import httpx
 import pyarrow as pa
 import pytest
+from enrichment_airflow.web import URL_PREFIX, page_url
 from fsspec.implementations.local import LocalFileSystem
 
 from benchmarks.storage_requests import counted_requests, counting_url
-from plugins.web import URL_PREFIX, page_url
 from spark_jobs.snapshots import Manifest, NamespaceKey, NamespaceLease, SnapshotStore
 from spark_jobs.snapshots.namespace_progress import ProgressFolder
 from spark_jobs.snapshots.progress_record import PartitionEntry, ProgressRecord
@@ -139,7 +139,7 @@ def _airflow_env(home: Path, dags: Path, plugins: Path, port: int) -> dict[str, 
 TEST_PLUGIN = """
 from airflow.plugins_manager import AirflowPlugin
 
-from plugins.web import URL_PREFIX, app
+from enrichment_airflow.web import URL_PREFIX, app
 
 
 class EnrichmentWebTestPlugin(AirflowPlugin):
@@ -635,7 +635,7 @@ def ten_thousand_partitions(count: int = 10_000, every: int = 1) -> ProgressReco
 def test_a_progress_read_of_ten_thousand_partitions_is_two_requests(tmp_path: Path) -> None:
     """The page's read of a 10 000-partition namespace: the record and the lease, nothing
     that grows with partitions or cuts; a second of CPU is far more than it takes."""
-    from plugins.web.views import read_namespace
+    from enrichment_airflow.web.views import read_namespace
 
     SnapshotStore(str(tmp_path)).write_progress_record(BIG_KEY, ten_thousand_partitions())
     store = SnapshotStore(counting_url(tmp_path))
@@ -656,8 +656,8 @@ def test_a_page_of_ten_thousand_partitions_lists_the_pending_ones_at_the_same_co
     """Half the partitions of a 10 000-partition job have committed: a page lists every
     partition of its range, the missing ones as pending, from the same two requests; the
     largest page the API allows renders with a second of CPU to spare."""
-    from plugins.web.page import render_page
-    from plugins.web.views import MAX_PARTITIONS_PAGE, read_namespace
+    from enrichment_airflow.web.page import render_page
+    from enrichment_airflow.web.views import MAX_PARTITIONS_PAGE, read_namespace
 
     record = ten_thousand_partitions(every=2)
     SnapshotStore(str(tmp_path)).write_progress_record(BIG_KEY, record)

@@ -23,8 +23,8 @@ from moto.moto_server.werkzeug_app import (
 )
 from werkzeug.serving import make_server
 
-from spark_jobs.current_result import current_data_path, read_result
-from spark_jobs.publish import discard, publish, staging_for
+from spark_jobs.driver.current_result import current_data_path, read_result
+from spark_jobs.driver.publish import discard, publish, staging_for
 
 FILES = 100  # per kind: what a large run leaves; publishing must not grow with it
 

@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 
+from spark_jobs.driver.spark_io import partition_deterministically, partition_sizes
 from spark_jobs.enrichers import ResponseField
-from spark_jobs.job_spec import JobSpec
-from spark_jobs.spark_io import partition_deterministically, partition_sizes
+from spark_jobs.spec.job_spec import JobSpec
 
 pytestmark = pytest.mark.spark
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spark_jobs.accounting import account_calls
+from spark_jobs.driver.accounting import account_calls
 from spark_jobs.snapshots import AttemptCounts
 
 

@@ -9,14 +9,14 @@ from collections.abc import Iterator
 
 import pytest
 from aiohttp import web
-
-from plugins.cluster_run_trigger import ClusterRunTrigger
-from plugins.driver_status import (
+from enrichment_airflow.cluster_run_trigger import ClusterRunTrigger
+from enrichment_airflow.driver_status import (
     DriverStatusError,
     StandaloneRestStatus,
     standalone_rest_endpoints,
     status_client,
 )
+
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 from spark_jobs.snapshots.progress_record import PartitionEntry, ProgressRecord
 from tests.integration.http_support import serve
@@ -81,7 +81,7 @@ def trigger(url: str, root: str, max_missed: int = 3) -> ClusterRunTrigger:
         max_missed=max_missed,
     )
     classpath, kwargs = made.serialize()  # the triggerer rebuilds it from these
-    assert classpath == "plugins.cluster_run_trigger.ClusterRunTrigger"
+    assert classpath == "enrichment_airflow.cluster_run_trigger.ClusterRunTrigger"
     return ClusterRunTrigger(**kwargs)
 
 

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from spark_jobs.connect import REMOTE_ENV, code_zip, redacted, remote_url
-from spark_jobs.job_cli import parse_args
-from spark_jobs.spec_error import SpecError
+from spark_jobs.driver.connect import REMOTE_ENV, code_zip, redacted, remote_url
+from spark_jobs.spec.job_cli import parse_args
+from spark_jobs.spec.spec_error import SpecError
 
 REQUIRED = [
     *("--input", "in", "--output", "out", "--key-column", "id", "--snapshot-dir", "snap"),

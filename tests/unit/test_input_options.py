@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from spark_jobs.input_lines import describe_lines, record_lines
-from spark_jobs.input_options import reader_identity, reader_options
-from spark_jobs.job_cli import parse_args
-from spark_jobs.row_enrichment import SOURCE_FILE, row_problem
-from spark_jobs.spec_error import SpecError
+from spark_jobs.partition_runner.input_lines import describe_lines, record_lines
+from spark_jobs.partition_runner.row_enrichment import SOURCE_FILE, row_problem
+from spark_jobs.spec.input_options import reader_identity, reader_options
+from spark_jobs.spec.job_cli import parse_args
+from spark_jobs.spec.spec_error import SpecError
 
 from .test_job_spec import REQUIRED
 

@@ -11,9 +11,9 @@ import pytest
 
 from spark_jobs import defaults
 from spark_jobs.enrichers import HttpEnricherConfig
-from spark_jobs.job_cli import build_parser, parse_args
-from spark_jobs.job_spec import JobSpec
-from spark_jobs.spec_error import SpecError
+from spark_jobs.spec.job_cli import build_parser, parse_args
+from spark_jobs.spec.job_spec import JobSpec
+from spark_jobs.spec.spec_error import SpecError
 
 REQUIRED = [
     *("--input", "in", "--output", "out", "--key-column", "id", "--snapshot-dir", "snap"),
@@ -134,7 +134,7 @@ def test_the_docs_option_table_states_the_defaults_the_job_uses():
     """The job spec page's option table is the other place users read defaults."""
     from pathlib import Path
 
-    from spark_jobs.job_cli import option_defaults, shown
+    from spark_jobs.spec.job_cli import option_defaults, shown
 
     page = (Path(__file__).resolve().parents[2] / "docs" / "job-spec.md").read_text()
     rows = re.findall(r"^\| `--([a-z-]+)[^|]*\| `([^`|]+)` \|", page, flags=re.M)

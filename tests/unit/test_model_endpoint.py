@@ -387,7 +387,7 @@ def test_fingerprint_moves_with_prompt_not_with_limits():
 
 
 def _spec(*extra: str, model: dict | None = None):
-    from spark_jobs.job_cli import parse_args
+    from spark_jobs.spec.job_cli import parse_args
 
     model = model or {"model": "m", "prompt": "Classify {title}", "output_schema": SCHEMA}
     return parse_args(
@@ -426,15 +426,15 @@ def test_a_model_spec_takes_its_columns_from_the_schema_and_posts():
     ],
 )
 def test_bad_model_options_name_the_option(extra, model, message):
-    from spark_jobs.spec_error import SpecError
+    from spark_jobs.spec.spec_error import SpecError
 
     with pytest.raises(SpecError, match=re.escape(message)):
         _spec(*extra, model=model)
 
 
 def test_max_cost_needs_a_model_and_excludes_max_requests():
-    from spark_jobs.job_cli import parse_args
-    from spark_jobs.spec_error import SpecError
+    from spark_jobs.spec.job_cli import parse_args
+    from spark_jobs.spec.spec_error import SpecError
 
     base = ["--input", "in", "--output", "out", "--key-column", "id", "--snapshot-dir", "s"]
     http = ["--url-template", "http://api/{id}", "--response-field", "a=$.a"]

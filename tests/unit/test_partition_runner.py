@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from spark_jobs.enrichers import ResponseField
 from spark_jobs.enrichers.errors import ClientStatusError, ServerError
-from spark_jobs.job_spec import JobSpec
 from spark_jobs.partition_runner import ApiOutageError, PartitionRunner, PartitionTask
-from spark_jobs.row_enrichment import EVENT_MS
+from spark_jobs.partition_runner.row_enrichment import EVENT_MS
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
+from spark_jobs.spec.job_spec import JobSpec
 
 CALLS: Counter = Counter()
 SCHEMA = pa.schema(

@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 
 from spark_jobs.enrichers import ResponseField
-from spark_jobs.job_spec import JobSpec
 from spark_jobs.partition_runner import PartitionRunner, PartitionTask
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
+from spark_jobs.spec.job_spec import JobSpec
 
 from .test_partition_runner import CALLS, SCHEMA, batches, make_spec
 

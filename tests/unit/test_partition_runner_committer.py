@@ -10,12 +10,12 @@ import pyarrow as pa
 import pytest
 
 from spark_jobs.asyncwait import OperatorSnapshot
-from spark_jobs.cache_scope import scope_of
+from spark_jobs.partition_runner.cache_scope import scope_of
 from spark_jobs.partition_runner.committer import Cut, CutPolicy, SnapshotCommitter
 from spark_jobs.partition_runner.epoch import Epoch
 from spark_jobs.partition_runner.replay import pending_outcomes, replay
+from spark_jobs.partition_runner.response_cache import ResponseCache
 from spark_jobs.partition_runner.task import PartitionTask
-from spark_jobs.response_cache import ResponseCache
 from spark_jobs.snapshots import LeaseError, Manifest, NamespaceKey, SnapshotStore
 
 SCHEMA = pa.schema([("id", pa.string()), ("score", pa.float64()), ("_error", pa.string())])

@@ -6,7 +6,7 @@ import pyarrow as pa
 
 from spark_jobs.asyncwait import Failure, Result
 from spark_jobs.partition_runner.epoch import OUTPUT_BATCH_ROWS, EpochBuffer, output_row
-from spark_jobs.row_enrichment import EVENT_MS
+from spark_jobs.partition_runner.row_enrichment import EVENT_MS
 
 SCHEMA = pa.schema(
     [

@@ -6,7 +6,7 @@ import pyarrow as pa
 
 from spark_jobs.asyncwait import BoundedOutOfOrdernessGenerator, OperatorSnapshot, Watermark
 from spark_jobs.partition_runner.input import InputRows, indexed_rows, with_watermarks
-from spark_jobs.row_enrichment import EVENT_MS
+from spark_jobs.partition_runner.row_enrichment import EVENT_MS
 
 SCHEMA = pa.schema([("id", pa.string()), (EVENT_MS, pa.int64())])
 

@@ -12,13 +12,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from spark_jobs.current_result import (
+from spark_jobs.driver.current_result import (
     NoDataError,
     current_data_path,
     current_dead_letters_path,
     read_result,
 )
-from spark_jobs.publish import discard, publish, rejected_for, set_aside, staging_for
+from spark_jobs.driver.publish import discard, publish, rejected_for, set_aside, staging_for
 from spark_jobs.snapshots import LeaseError, NamespaceKey, SnapshotStore
 
 

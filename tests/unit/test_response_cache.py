@@ -10,10 +10,14 @@ import pyarrow.parquet as pq
 import pytest
 from fsspec.implementations.local import LocalFileSystem
 
-from spark_jobs import response_cache
-from spark_jobs.cache_scope import scope_of, signing_key
 from spark_jobs.enrichers.secrets import Secret, SecretError
-from spark_jobs.response_cache import DEFAULT_MAX_ENTRY_BYTES, MERGE_AFTER_FILES, ResponseCache
+from spark_jobs.partition_runner import response_cache
+from spark_jobs.partition_runner.cache_scope import scope_of, signing_key
+from spark_jobs.partition_runner.response_cache import (
+    DEFAULT_MAX_ENTRY_BYTES,
+    MERGE_AFTER_FILES,
+    ResponseCache,
+)
 
 URL = "http://api/customers/c1"
 SCOPE = scope_of(b"k" * 32, {}, [("Authorization", Secret("token-a"))])

@@ -6,13 +6,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from spark_jobs.exit_status import ExitStatus
-from spark_jobs.run_failures import (
+from spark_jobs.driver.run_failures import (
     dead_letter_ceiling,
     dead_letter_limit,
     systemic_failure,
 )
-from spark_jobs.spec_error import SpecError
+from spark_jobs.exit_status import ExitStatus
+from spark_jobs.spec.spec_error import SpecError
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from spark_jobs.job_cli import parse_args
 from spark_jobs.snapshots.lease import MAX_TTL_S
-from spark_jobs.spec_error import SpecError
+from spark_jobs.spec.job_cli import parse_args
+from spark_jobs.spec.spec_error import SpecError
 
 API = ["--url-template", "http://api/c/{id}", "--response-field", "name=$.name"]
 

@@ -162,7 +162,7 @@ def test_a_summary_published_before_it_was_typed_still_reads(old: Path) -> None:
 
 
 def test_the_airflow_hook_reads_a_summary_published_before_it_was_typed(old: Path) -> None:
-    from plugins.enrichment_hook import EnrichmentApiHook
+    from enrichment_airflow.enrichment_hook import EnrichmentApiHook
 
     summary = EnrichmentApiHook().read_summary(str(old / "output"))
     assert summary.enriched == 38 and summary.cost["estimated_cost"] == 0.4

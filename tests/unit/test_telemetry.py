@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.job_cli import parse_args
-from spark_jobs.lineage_parent import with_lineage_parent
-from spark_jobs.spec_error import SpecError
+from spark_jobs.driver.lineage_parent import with_lineage_parent
+from spark_jobs.spec.job_cli import parse_args
+from spark_jobs.spec.spec_error import SpecError
 from spark_jobs.telemetry import NO_TELEMETRY, partition_telemetry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,8 +24,8 @@ def test_telemetry_is_off_by_default_and_loads_no_opentelemetry_module():
     one ``opentelemetry`` module (in a fresh interpreter: this one may have loaded them)."""
     script = (
         "import sys\n"
-        "from spark_jobs.job_cli import parse_args\n"
-        "import spark_jobs.partition_runner, spark_jobs.row_enrichment\n"
+        "from spark_jobs.spec.job_cli import parse_args\n"
+        "import spark_jobs.partition_runner, spark_jobs.partition_runner.row_enrichment\n"
         "from spark_jobs.telemetry import NO_TELEMETRY, partition_telemetry\n"
         f"spec = parse_args({REQUIRED!r})\n"
         "assert partition_telemetry(spec, 0, 'a', 'r') is NO_TELEMETRY\n"

@@ -1,0 +1,122 @@
+"""The Spark side of the job: deterministic partitioning, output schema, writing (reading
+is ``input_reader``'s).
+
+Kept apart from the driver's flow so each step is small and named, and so the rules that
+make resume exact (fixed partition count, key hash, total order within a partition) live
+in one place.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+import fsspec
+import pyarrow as pa
+
+from spark_jobs.partition_runner import ATTEMPTS_COLUMN, ERROR_COLUMN
+from spark_jobs.partition_runner.row_enrichment import HELPER_COLUMNS, SOURCE_FILE
+from spark_jobs.spec.input_options import CORRUPT_RECORD
+from spark_jobs.spec.job_spec import JobSpec
+from spark_jobs.spec.model_options import model_config, output_types
+from spark_jobs.spec.spec_error import SpecError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+ARROW_TYPES = {
+    "string": pa.string(),
+    "int": pa.int64(),
+    "float": pa.float64(),
+    "bool": pa.bool_(),
+    "json": pa.string(),
+}
+
+
+def partition_deterministically(frame: DataFrame, spec: JobSpec) -> DataFrame:
+    """N partitions by the hash of the key columns, each sorted by them and then every
+    other column: the same rows in the same order whatever the cluster size or the input
+    split, so a non-unique key is safe. Rows equal in every column may swap places, which
+    changes nothing in the output."""
+    from pyspark.sql import functions as F
+
+    keys = spec.key_columns
+    others = [c for c in frame.columns if c not in (*keys, SOURCE_FILE)]
+    order = [F.col(c).asc_nulls_first() for c in keys] + [
+        F.col(c).cast("string").asc_nulls_first() for c in others
+    ]
+    by = [F.col(c) for c in keys]
+    return frame.repartition(spec.partitions, *by).sortWithinPartitions(*order)
+
+
+def partition_sizes(frame: DataFrame, spec: JobSpec) -> dict[int, int]:
+    """Rows per partition of :func:`partition_deterministically` (for progress and the
+    summary's ``records_in``), counted where the rows are read: the partition of a row is
+    ``pmod(hash(key columns), partitions)``, the very expression of Spark's hash
+    partitioning, so only one count per partition and input split crosses the shuffle,
+    never the rows."""
+    from pyspark.sql import functions as F
+
+    key_hash = F.hash(*[F.col(c) for c in spec.key_columns])
+    partition = F.pmod(key_hash, F.lit(spec.partitions)).alias("p")
+    rows = frame.groupBy(partition).count().collect()
+    return {row["p"]: row["count"] for row in rows}
+
+
+def output_arrow_schema(input_schema: StructType, spec: JobSpec) -> pa.Schema:
+    """Input columns (helpers dropped) + enrichment fields + error + attempts."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType
+
+    kept = StructType([f for f in input_schema.fields if f.name not in HELPER_COLUMNS])
+    clashes = set(spec.response_fields) & set(kept.fieldNames())
+    if clashes:
+        raise SpecError(f"--response-field: {sorted(clashes)} already exist as input columns")
+    fields = list(to_arrow_schema(kept))
+    model = model_config(spec)
+    types = output_types(model) if model is not None else {}  # a model's are its schema's
+    fields += [
+        pa.field(name, types.get(name) or ARROW_TYPES[f.type])
+        for name, f in spec.response_fields.items()
+    ]
+    fields += [pa.field(ERROR_COLUMN, pa.string()), pa.field(ATTEMPTS_COLUMN, pa.int64())]
+    return pa.schema(fields)
+
+
+def write_outputs(enriched: DataFrame, spec: JobSpec, directory: str) -> dict[str, int]:
+    """``data/`` and ``dead_letters/`` as Parquet under ``directory`` (the run's staging
+    directory), computed once (cached; a lost cache block is recomputed from the
+    snapshots, without calling the API again)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    out = directory.rstrip("/")
+    cached = enriched.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        failed = F.col(ERROR_COLUMN).isNotNull()
+        bookkeeping = [ERROR_COLUMN, ATTEMPTS_COLUMN]
+        if CORRUPT_RECORD in cached.columns:
+            bookkeeping.append(CORRUPT_RECORD)
+        cached.filter(~failed).drop(*bookkeeping).write.mode("overwrite").parquet(f"{out}/data")
+        dead = cached.filter(failed).drop(*spec.response_fields)
+        dead = dead.withColumnRenamed(ERROR_COLUMN, "error").withColumnRenamed(
+            ATTEMPTS_COLUMN, "attempts"
+        )
+        dead.write.mode("overwrite").parquet(f"{out}/dead_letters")
+        counts = {row[0]: row[1] for row in cached.groupBy(failed).count().collect()}
+    finally:
+        cached.unpersist()
+    return {"enriched": counts.get(False, 0), "dead_letters": counts.get(True, 0)}
+
+
+def input_fingerprint(frame: DataFrame) -> dict[str, list[Any]]:
+    """Every input file with its size and modification time: a changed file changes it.
+    Spark names the files by URI, percent-encoded (a space is ``%20``, a ``%`` is
+    ``%25``); the filesystem wants the path itself."""
+    files: dict[str, list[Any]] = {}
+    for url in sorted(frame.inputFiles()):
+        fs, path = fsspec.core.url_to_fs(unquote(url))
+        info = fs.info(path)
+        files[url] = [info.get("size"), str(info.get("mtime") or info.get("LastModified") or "")]
+    return files

@@ -1,0 +1,72 @@
+"""The Spark session the job runs in: Java present, the executors' Python (or a Spark
+Connect server's, ``connect.py``), and the settings that keep partition ids meaning the
+same rows in every attempt."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+from typing import TYPE_CHECKING
+
+from spark_jobs.driver.connect import connect_session
+from spark_jobs.driver.launch_conf import launch_conf
+from spark_jobs.driver.spark_logging import quiet_builder
+from spark_jobs.spec.spec_error import SpecError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+logger = logging.getLogger(__name__)
+
+
+def check_java() -> None:
+    if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
+        raise SpecError(
+            "Java not found: Spark needs Java 17 (install openjdk-17-jre-headless or set JAVA_HOME)"
+        )
+
+
+def spark_session(ship_env: str | None, remote: str | None = None) -> SparkSession:
+    """The job's session: a Spark Connect client of ``remote`` (``sc://...``), else a
+    classic one (spark-submit's, or ``local[*]`` under ``python -m``)."""
+    spark = connect_session(remote) if remote else _classic_session(ship_env)
+    # Partition ids must mean the same rows in every attempt: no adaptive coalescing.
+    spark.conf.set("spark.sql.adaptive.enabled", "false")
+    spark.conf.set("spark.sql.shuffle.partitions", "8")  # only the small per-partition count
+    return spark
+
+
+def _classic_session(ship_env: str | None) -> SparkSession:
+    from pyspark.sql import SparkSession
+
+    submitted = launch_conf()  # spark-submit's --master, --files, --conf
+    builder = quiet_builder(SparkSession.builder.appName("enrich_job"), submitted)
+    if ship_env:
+        # The PEX travels with the job (into every executor's working directory) and is
+        # the executors' Python: it holds the job's packages, Spark adds its own.
+        pex = os.path.abspath(ship_env)
+        shipped = ",".join(filter(None, [submitted.get("spark.files", ""), pex]))
+        builder = builder.config("spark.files", shipped)
+        os.environ["PYSPARK_PYTHON"] = f"./{os.path.basename(ship_env)}"
+    else:
+        # Without this Spark's Python workers start `python3` from PATH and miss every package.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if not submitted.contains("spark.master"):  # python -m, not spark-submit
+        builder = builder.master(os.environ.get("SPARK_MASTER", "local[*]"))
+    return builder.getOrCreate()
+
+
+def cancel_running(spark: SparkSession) -> None:
+    """Stop every running Spark operation of the job's session, from any thread (the
+    lease's heartbeat, when a successor took the namespace over).
+
+    The session's interrupt API, which Spark Connect has and classic Spark 4 too, not
+    ``SparkContext.cancelAllJobs`` (no ``SparkContext`` over Connect). The session is the
+    job's own, so all of its operations are this run's. A job tag would narrow it further,
+    but classic Spark 4.2 finds a tag only in the thread that added it (``interruptTag``
+    from the heartbeat's thread interrupts nothing), so the tag would work over Connect
+    alone."""
+    stopped = spark.interruptAll()
+    logger.warning("cancelled %d running Spark operation(s) of this run", len(stopped))
