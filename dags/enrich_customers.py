@@ -2,7 +2,7 @@
 
 wait for the day's input -> enrich (resumable Spark job) -> publish
 
-Configuration only: the work is in ``plugins`` and ``spark_jobs``. Endpoints and the API
+Configuration only: the work is in ``enrichment_airflow`` and ``spark_jobs``. Endpoints and the API
 token come from connections (``AIRFLOW_CONN_ENRICHMENT_API``, ``AIRFLOW_CONN_SPARK_ENRICH``),
 paths from Variables (``enrichment_data_root``, ``enrichment_snapshot_root``, and
 optionally ``enrichment_cache_root``, ``enrichment_cache_ttl``,

@@ -115,6 +115,9 @@ def airflow_env(
     host, port = api_url.removeprefix("http://").split(":")
     return {
         **os.environ,
+        # demo/ is not installed: Airflow (the SQLite connect args) and the job's workers
+        # (demo enrichers) import it from this checkout.
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(home / "plugins"),

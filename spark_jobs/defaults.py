@@ -47,7 +47,8 @@ OTEL_INTERVAL_S = 10.0
 CACHE_TTL = "1d"
 CACHE_KEY_ENV = "ENRICHMENT_CACHE_KEY"
 """The environment variable holding the key that signs the response cache's entries
-(``spark_jobs/partition_runner/cache_scope.py``); without it the key is derived from the API's secrets."""
+(``spark_jobs/partition_runner/cache_scope.py``); without it the key is derived from the
+API's secrets."""
 MAX_RESPONSE_BYTES = 10 * 2**20
 FOLLOW_REDIRECTS: RedirectPolicy = "none"
 """aiohttp follows redirects to any host and keeps custom secret headers (``X-Api-Key``)

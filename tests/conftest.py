@@ -3,9 +3,16 @@
 import logging
 import os
 import sys
+from pathlib import Path
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+# demo/ is not installed (nothing installs a top-level `demo`): the processes the tests
+# start (Airflow, spark-submit, Spark's Python workers on a cluster) import it from this
+# checkout, as the test process does.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    filter(None, [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")])
+)
 
 
 import pytest

@@ -66,7 +66,7 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         password when ``secret_headers`` is empty, as before, else none (templated).
     :param spark_conn_id: the Spark connection (the provider's ``conn_id``).
     :param spark_connect_conn_id: a ``spark_connect`` connection: run the job as a Spark
-        Connect client of its server, not with spark-submit (``plugins/enrichment_airflow/connect_job.py``).
+        Connect client of its server, not with spark-submit (``connect_job.py``).
     :param resume: ``auto`` (default: resume when a valid snapshot exists), ``never``
         (start fresh) or ``require`` (fail unless there is one to resume) (templated).
     :param partitions: fixed partition count; a resumed run must use the same one

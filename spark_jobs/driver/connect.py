@@ -27,6 +27,7 @@ import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import spark_jobs
 from spark_jobs.spec.spec_error import SpecError
 
 if TYPE_CHECKING:
@@ -102,7 +103,8 @@ def ship_code(spark: SparkSession) -> None:
 def code_zip() -> bytes:
     """The ``spark_jobs`` package as a zip importable from ``sys.path`` (sources and
     package data, no bytecode), with fixed timestamps: the same code, the same bytes."""
-    package = Path(__file__).resolve().parent
+    # The package's root, wherever this module sits inside it.
+    package = Path(spark_jobs.__file__).resolve().parent
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         for path in sorted(package.rglob("*")):

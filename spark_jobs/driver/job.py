@@ -1,5 +1,5 @@
-"""The Spark enrichment job: ``spark-submit spark_jobs/enrich_job.py ...`` (or
-``python -m spark_jobs.enrich_job ...``, which runs Spark ``local[*]``).
+"""The Spark enrichment job on the driver, run by its entry ``spark_jobs/enrich_job.py``
+(``spark-submit spark_jobs/enrich_job.py ...`` or ``python -m spark_jobs.enrich_job ...``).
 
 Read the input, split it into a fixed number of partitions by key hash (sorted within
 each, so a resumed partition sees the same rows in the same order on any cluster), enrich
@@ -308,7 +308,3 @@ def _partition_function(
 
 def _digest(identity: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
-
-
-if __name__ == "__main__":
-    sys.exit(main())
