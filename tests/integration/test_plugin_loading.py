@@ -37,7 +37,8 @@ WHEEL_PROBE = """
 import importlib.metadata, json, sys
 target, checkout = sys.argv[1], sys.argv[2]
 sys.meta_path[:] = [f for f in sys.meta_path if "resumable_enrichment" not in repr(f)]
-sys.path[:] = [target, *(p for p in sys.path[1:] if p and not p.startswith(checkout))]
+sources = {checkout, f"{checkout}/plugins"}  # the venv may live in the checkout: keep it
+sys.path[:] = [target, *(p for p in sys.path[1:] if p and p.rstrip("/") not in sources)]
 [dist] = importlib.metadata.distributions(path=[target])
 loaded = {e.group: e.load() for e in dist.entry_points}
 for name in ("plugins", "demo"):
