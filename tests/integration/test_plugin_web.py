@@ -668,7 +668,9 @@ def test_a_page_of_ten_thousand_partitions_lists_the_pending_ones_at_the_same_co
     assert view is not None
     html = render_page([view], filters={}, editable_dag_ids=set(), user_name="viewer")
     cpu = time.process_time() - cpu
-    assert requests == {"GET-range": 1, "GET": 1}
+    # The progress record and the lease, each read with a bounded range (a lease file
+    # larger than any lease is never read whole).
+    assert requests == {"GET-range": 2}
     assert cpu < 1.0, f"{cpu:.3f} s of CPU for 1 000 rows of a 10 000-partition job"
     assert [p.partition for p in view.partitions] == list(range(9_000, 10_000))
     states = [p.state for p in view.partitions]
