@@ -52,7 +52,7 @@ from .lease import Heartbeat, LeaseError, NamespaceLease
 from .manifest import FORMAT_VERSION, Manifest, SegmentRef
 from .partition import DEFAULT_GRACE, PartitionSnapshots
 from .paths import NamespaceKey
-from .progress import PartitionProgress
+from .progress import NamespaceInfo, PartitionProgress
 from .store import SnapshotStore
 
 __all__ = [
@@ -66,6 +66,7 @@ __all__ = [
     "LedgerReading",
     "Manifest",
     "ManifestError",
+    "NamespaceInfo",
     "NamespaceKey",
     "NamespaceLease",
     "NewerFormatError",
