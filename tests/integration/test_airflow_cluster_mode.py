@@ -124,7 +124,7 @@ def test_a_deferrable_cluster_run_waits_in_the_trigger_and_ends_as_a_blocking_on
 
 def report_worker_time(lines: list[tuple[float, str]]) -> None:
     """The enrich task's time outside the trigger: what a worker slot holds."""
-    start = first(lines, r"starting task task_id=enrich\b")
+    start = first(lines, r"\[DAG TEST\] starting (task )?task_id=enrich\b")
     deferred = first(lines, r"running trigger in line")
     resumed = first(lines, r"Trigger completed")
     end = first(lines, r"end task task_id=enrich\b")
