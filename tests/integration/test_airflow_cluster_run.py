@@ -14,12 +14,17 @@ import pytest
 from airflow.sdk import Asset
 from airflow.sdk.exceptions import AirflowException
 
+from spark_jobs.snapshots.contracts import JobSummary
+
 from .operator_support import enrichment_operator
 
 pytestmark = pytest.mark.airflow
 
 ENRICHED = Asset("enrichment://customers/enriched")
-SUMMARY = {"records_in": 3, "enriched": 3, "dead_letters": 0, "resumed": True, "run_id": "r"}
+# A summary as the job publishes it: every field of its contract written.
+SUMMARY = JobSummary.from_json(
+    {"records_in": 3, "enriched": 3, "dead_letters": 0, "resumed": True, "run_id": "r"}
+).to_json()
 
 
 def context() -> dict:
