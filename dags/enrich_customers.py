@@ -19,8 +19,8 @@ from typing import Any
 
 import pendulum
 from airflow.sdk import DAG, Asset, Param, Variable, task
-from enrichment_airflow.enrichment_operator import ResumableEnrichmentOperator
 
+from enrichment_airflow.enrichment_operator import ResumableEnrichmentOperator
 from spark_jobs import defaults
 from spark_jobs.snapshots.contracts import JobSummary
 

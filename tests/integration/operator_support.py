@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
 from enrichment_airflow.enrichment_operator import ResumableEnrichmentOperator
 
 

@@ -12,11 +12,11 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import pytest
+
 from enrichment_airflow.discard_operator import DiscardSnapshotsOperator
 from enrichment_airflow.enrichment_hook import TOKEN_ENV, EnrichmentApiHook
 from enrichment_airflow.enrichment_operator import ResumableEnrichmentOperator
 from enrichment_airflow.job_arguments import job_arguments
-
 from spark_jobs import defaults
 from spark_jobs.snapshots import NamespaceKey
 from spark_jobs.spec.job_cli import parse_args

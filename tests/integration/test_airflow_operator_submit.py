@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from enrichment_airflow.enrichment_hook import EnrichmentApiHook
 from enrichment_airflow.enrichment_operator import ENRICH_JOB, ResumableEnrichmentOperator
 
@@ -190,7 +191,13 @@ def test_airflow_operator_uses_no_private_name_of_the_spark_provider():
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
     from airflow.sdk import BaseOperator
 
-    from plugins import cluster_run, connect_job, enrichment_operator, job_arguments, spark_master
+    from enrichment_airflow import (
+        cluster_run,
+        connect_job,
+        enrichment_operator,
+        job_arguments,
+        spark_master,
+    )
 
     provider = set(vars(SparkSubmitOperator(task_id="probe"))) | set(vars(SparkSubmitOperator))
     provider -= set(vars(BaseOperator(task_id="probe"))) | set(dir(BaseOperator))

@@ -11,10 +11,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from enrichment_airflow.enrichment_hook import EnrichmentApiHook
-from enrichment_airflow.job_arguments import job_arguments
 
 from demo.stack import airflow, airflow_env, demo_api
+from enrichment_airflow.enrichment_hook import EnrichmentApiHook
+from enrichment_airflow.job_arguments import job_arguments
 from spark_jobs.defaults import AUTH_FAILURE_THRESHOLD, DEAD_LETTER_RETRY_SUFFIX
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 

@@ -11,9 +11,10 @@ import json
 import pytest
 from airflow.providers.apache.spark.hooks import spark_submit
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from structlog.testing import capture_logs
+
 from enrichment_airflow.enrichment_hook import EnrichmentApiHook
 from enrichment_airflow.enrichment_operator import ENRICH_JOB
-from structlog.testing import capture_logs
 
 from .operator_support import enrichment_operator, submit_hook
 

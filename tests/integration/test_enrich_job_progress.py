@@ -8,10 +8,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from enrichment_airflow.progress_reporter import progress_line
 
 from benchmarks.storage_requests import counted_requests, counting_url
 from demo.stack import demo_api
+from enrichment_airflow.progress_reporter import progress_line
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 
 from .job_support import job_args, kill_group, read_output, start_job, write_input

@@ -36,10 +36,10 @@ from urllib.parse import parse_qs, quote, urlsplit
 import httpx
 import pyarrow as pa
 import pytest
-from enrichment_airflow.web import URL_PREFIX, page_url
 from fsspec.implementations.local import LocalFileSystem
 
 from benchmarks.storage_requests import counted_requests, counting_url
+from enrichment_airflow.web import URL_PREFIX, page_url
 from spark_jobs.snapshots import Manifest, NamespaceKey, NamespaceLease, SnapshotStore
 from spark_jobs.snapshots.namespace_progress import ProgressFolder
 from spark_jobs.snapshots.progress_record import PartitionEntry, ProgressRecord

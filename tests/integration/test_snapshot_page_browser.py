@@ -19,10 +19,10 @@ from collections.abc import Callable, Iterator
 from urllib.parse import quote
 
 import pytest
-from enrichment_airflow.urls import page_url
-from enrichment_airflow.web.page import POLL_MS
 
 from demo.users import Users
+from enrichment_airflow.urls import page_url
+from enrichment_airflow.web.page import POLL_MS
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 
 from .airflow_support import (

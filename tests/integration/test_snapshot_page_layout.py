@@ -18,11 +18,11 @@ import re
 import time
 
 import pytest
-from enrichment_airflow.progress_reporter import progress_line
-from enrichment_airflow.urls import page_url
 
 from demo.stack import AirflowServices, airflow_env, demo_api
 from demo.users import Users
+from enrichment_airflow.progress_reporter import progress_line
+from enrichment_airflow.urls import page_url
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 
 from .airflow_support import init_airflow

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from enrichment_airflow.lineage import api_dataset, dataset_name, lineage_on_complete
 
+from enrichment_airflow.lineage import api_dataset, dataset_name, lineage_on_complete
 from spark_jobs.snapshots.contracts import JobSummary
 
 

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 from aiohttp import web
+
 from enrichment_airflow.cluster_run_trigger import ClusterRunTrigger
 from enrichment_airflow.driver_status import (
     DriverStatusError,
@@ -16,7 +17,6 @@ from enrichment_airflow.driver_status import (
     standalone_rest_endpoints,
     status_client,
 )
-
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 from spark_jobs.snapshots.progress_record import PartitionEntry, ProgressRecord
 from tests.integration.http_support import serve

@@ -6,8 +6,8 @@ supervisor; the browser test sees the real one)."""
 from __future__ import annotations
 
 import pyarrow as pa
-from enrichment_airflow.progress_reporter import PROGRESS_KEY, progress_line, reporting_progress
 
+from enrichment_airflow.progress_reporter import PROGRESS_KEY, progress_line, reporting_progress
 from spark_jobs.snapshots import Manifest, NamespaceKey, SnapshotStore
 from spark_jobs.snapshots.namespace_progress import ProgressFolder
 

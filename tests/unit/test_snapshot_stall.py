@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from enrichment_airflow.progress_reporter import progress_line
 from fsspec.implementations.local import LocalFileSystem
 
+from enrichment_airflow.progress_reporter import progress_line
 from spark_jobs.snapshots import NamespaceKey, NamespaceLease, SnapshotStore
 from spark_jobs.snapshots.lease_file import Lease
 from spark_jobs.snapshots.namespace_progress import ProgressFolder
