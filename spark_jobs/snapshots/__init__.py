@@ -50,9 +50,9 @@ from .attempt_counts import AttemptCounts, AttemptLedger, AttemptRecorder, Ledge
 from .documents import ManifestError, NewerFormatError
 from .lease import Heartbeat, LeaseError, NamespaceLease
 from .manifest import FORMAT_VERSION, Manifest, SegmentRef
+from .manifest_progress import NamespaceInfo, PartitionProgress
 from .partition import DEFAULT_GRACE, PartitionSnapshots
 from .paths import NamespaceKey
-from .progress import NamespaceInfo, PartitionProgress
 from .store import SnapshotStore
 
 __all__ = [

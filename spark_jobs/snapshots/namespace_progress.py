@@ -16,8 +16,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from .contracts import PartitionStats
+from .manifest_progress import PartitionProgress
 from .paths import NamespaceKey
-from .progress import PartitionProgress
 from .progress_record import MAX_TEXT, PartitionEntry, ProgressRecord
 from .store import SnapshotStore
 

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from .manifest_progress import NamespaceInfo
 from .paths import NamespaceKey
-from .progress import NamespaceInfo
 from .progress_record import ProgressRecordError
 from .store import SnapshotStore
 

@@ -18,6 +18,7 @@ from .attempt_counts import AttemptLedger, LedgerReading
 from .counters import check_completion
 from .documents import ManifestError, read_document
 from .lease import DEFAULT_TTL_S, LEASE_FILE, NamespaceLease
+from .manifest_progress import PartitionProgress
 from .partition import DEFAULT_GRACE, PartitionSnapshots
 from .paths import (
     MAX_PARTITIONS,
@@ -27,7 +28,6 @@ from .paths import (
     decode_component,
     partition_dir_name,
 )
-from .progress import PartitionProgress
 from .progress_record import MAX_RECORD_BYTES, ProgressRecord
 from .storage import list_entries, write_atomically
 
