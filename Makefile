@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 COMPOSE ?= docker compose
 
-.PHONY: install test test-unit test-under-load chaos lint dist demo demo-model bench bench-operator bench-http bench-reliability bench-model bench-venv bench-peers bench-resume bench-scale constraints up down clean
+.PHONY: install test test-extended test-unit test-under-load chaos lint dist demo demo-model bench bench-operator bench-http bench-reliability bench-model bench-venv bench-peers bench-resume bench-scale constraints up down clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ install: $(STAMP)
 # The slowest tests are listed at the end: the suite's time budget is 30 min on 2 cores.
 test: $(STAMP)
 	$(PY) -m pytest -q --durations=40
+
+# The suite plus the tests marked extended (user-size runs, second routes to one proof).
+test-extended: $(STAMP)
+	EXTENDED_TESTS=1 $(PY) -m pytest -q --durations=40
 
 test-unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit

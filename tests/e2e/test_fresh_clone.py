@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.slow
+# CI is itself a fresh clone running make test; this adds make demo on top of it.
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
 
 
 def clean_environment() -> dict[str, str]:

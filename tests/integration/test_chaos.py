@@ -1,7 +1,8 @@
-"""A few runs of ``make chaos`` in the suite, on a real standalone cluster: a driver killed
-and resubmitted with snapshots on a shared directory, a Python worker killed mid-flight with
-snapshots on S3 (moto), and a snapshot store that runs out of space for a while (where
-tmpfs can be mounted). ``make chaos`` runs them all; ``CHAOS_CI_FAULTS`` picks others."""
+"""Runs of ``make chaos`` in the suite, on a real standalone cluster: a driver killed and
+resubmitted with snapshots on a shared directory; with ``CHAOS_CI_FAULTS`` also a Python
+worker killed mid-flight with snapshots on S3 (moto, ``python_worker``) and a snapshot store
+that runs out of space for a while (``disk_full``, where tmpfs can be mounted).
+``make chaos`` runs them all."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def test_chaos_runs_lose_nothing_and_stay_within_the_call_bound():
-    faults = os.environ.get("CHAOS_CI_FAULTS", "driver,python_worker,disk_full")
+    faults = os.environ.get("CHAOS_CI_FAULTS", "driver")
     if "disk_full" in faults and not can_mount_tmpfs():
         faults = ",".join(f for f in faults.split(",") if f != "disk_full")
     runs = len(faults.split(","))

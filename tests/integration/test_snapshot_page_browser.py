@@ -42,7 +42,8 @@ from .test_plugin_web import _write_namespace, ten_thousand_partitions
 
 expect = sync_api.expect
 
-pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow]
+# The page at three widths in a browser stays in the suite (test_snapshot_page_layout.py).
+pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow, pytest.mark.extended]
 
 #: Bound of a wait that needs Spark or the scheduler (a busy machine is slow, not broken).
 SLOW_MS = 300_000
