@@ -1,4 +1,4 @@
-"""The house rules (CONTRIBUTING.md, STYLE.md) that a check can hold: functions fit on one
+"""The house rules (CONTRIBUTING.md "House rules") that a check can hold: functions fit on one
 screen, and no module imports itself back through others. A module's size is left to
 review: one topic per module, however long it is (Airflow's providers and aiohttp keep
 one-topic modules of 500-1 900 lines); a line cap only made us cut cohesive code apart.
