@@ -1,8 +1,6 @@
 """The model-endpoint enricher's pure parts: the providers' limit headers, the output
 schema (typed columns, validation), each answer's class, the request body and the config."""
 
-import asyncio
-import dataclasses
 import json
 import re
 
@@ -186,48 +184,6 @@ def test_a_refused_call_gives_its_whole_reservation_back():
     pacing.settle(admitted, _reply(429, {}), RateController(None))
     assert bucket.wait_for(admitted.tokens) == pytest.approx(before)
     assert pacing.counters == {"prompt_tokens": 0, "completion_tokens": 0}
-
-
-def test_what_is_left_of_the_window_is_spendable_before_its_reset_less_what_is_in_flight():
-    clock = _Clock()
-    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=60.0)
-    pacing = ModelPacing(config, partitions=2, clock=clock)
-    bucket = pacing.bucket
-    calls = []
-    for text in ("answered", "still out"):
-        bucket.give(1e9)  # a full bucket: room for the call
-        calls.append(asyncio.run(pacing.admit(json.dumps({"x": text}))))
-    answered, in_flight = calls
-    answered.sent_at = clock.now - 1.0
-    headers = {"x-ratelimit-remaining-tokens": "5000", "x-ratelimit-reset-tokens": "10s"}
-    pacing.settle(answered, _reply(200, headers), RateController(None))
-    # this partition's share, less its call in flight and what the rate releases by the reset
-    credit = 5000 * LIMIT_SHARE / 2 - in_flight.tokens - bucket.per_second * 10
-    assert bucket.credit == pytest.approx(credit)
-    assert bucket.wait_for(credit) == 0  # spendable now, beyond the rate
-    bucket.take(credit)
-    assert bucket.credit == pytest.approx(0)
-    pacing.settle(answered, _reply(200, headers), RateController(None))  # a fresh count
-    assert bucket.credit > 0
-    clock.now += 8.0 - 1e-6
-    assert bucket.credit > 0
-    clock.now += 2e-6  # the reset less a round trip (sent 1 s before it was answered)
-    assert bucket.credit == 0
-
-
-def test_a_window_nearly_spent_or_unstated_grants_no_credit():
-    clock = _Clock()
-    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=60.0)
-    pacing = ModelPacing(config, partitions=1, clock=clock)
-    answered = dataclasses.replace(_admitted(pacing), sent_at=clock.now - 0.1)
-    for headers in (
-        {"x-ratelimit-remaining-tokens": "900", "x-ratelimit-reset-tokens": "10s"},
-        {"x-ratelimit-remaining-tokens": "-1", "x-ratelimit-reset-tokens": "-1"},
-        {"x-ratelimit-remaining-tokens": "5000"},
-        {"x-ratelimit-remaining-tokens": "100", "x-ratelimit-reset-tokens": "0.5s"},  # paused
-    ):
-        pacing.settle(answered, _reply(200, headers), RateController(None))
-        assert pacing.bucket.credit == 0, headers
 
 
 def _admitted(pacing):

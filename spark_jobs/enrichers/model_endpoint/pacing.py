@@ -15,15 +15,6 @@ kept at ``LIMIT_SHARE`` of the stated limit, the margin for the estimates' error
 reported remaining below the next reservation pauses the bucket until the reset.
 Headers that state nothing usable leave the configured limits alone.
 
-What the headers say is left of the provider's window (``remaining`` tokens until
-``reset``) is spendable now, not only at the rate: a run that starts late in a window, or
-paced under the limit through it, would leave the rest unused. Each answer grants the
-bucket a *credit* until the reset: this partition's share of ``LIMIT_SHARE`` of the
-remaining, less what it has in flight (sent after the count the header states), what
-the bucket holds and what the rate will release before the reset; it ends a round trip
-before the reset (a burst landing in the next window, on top of that window's paced
-share, is what drew 429s when it did not).
-
 The spend under ``--max-cost`` is reserved and settled the same way, in micro units of
 the price's currency, against the run's ledger (``RequestBudget``): the reservation
 prices ``max_tokens`` of completion, so the run stops before a call could cross it.
@@ -69,7 +60,6 @@ class TokenBucket:
         self._level = 0.0
         self._at = clock()
         self.paused_until = -math.inf
-        self._credit, self._credit_until = 0.0, -math.inf
         self._changed: asyncio.Event | None = None
 
     @property
@@ -87,43 +77,16 @@ class TokenBucket:
         self._at = now
         return now
 
-    @property
-    def level(self) -> float:
-        """The tokens the bucket holds now (its credit aside)."""
-        self._refill()
-        return self._level
-
-    def grant(self, tokens: float, until: float) -> None:
-        """A credit of ``tokens`` beyond the rate, spendable until ``until`` (replacing the
-        last one: each grant is computed from the provider's latest count)."""
-        self._credit, self._credit_until = max(0.0, tokens), until
-        if tokens > 0 and self._changed is not None:
-            self._changed.set()
-
-    @property
-    def credit(self) -> float:
-        """The credit spendable now (none while paused or once it ended)."""
-        return self._spare(self._clock())
-
-    def _spare(self, now: float) -> float:
-        return self._credit if self.paused_until <= now < self._credit_until else 0.0
-
     def wait_for(self, tokens: float) -> float:
         """Seconds until ``tokens`` may be taken (0: take them now)."""
         now = self._refill()
-        if tokens <= self._spare(now):
-            return 0.0
         need = min(tokens, self.burst)  # a call larger than the burst waits for a full bucket
         wait = max(0.0, (need - self._level) / self.per_second)
         return max(wait, self.paused_until - now)
 
     def take(self, tokens: float) -> None:
-        """Take ``tokens``: from the credit when it covers them, else from the level."""
-        now = self._refill()
-        if tokens <= self._spare(now):
-            self._credit -= tokens
-        else:
-            self._level -= tokens
+        self._refill()
+        self._level -= tokens
 
     def give(self, tokens: float) -> None:
         """Settle: ``tokens`` back (negative: taken beyond the reservation)."""
@@ -152,8 +115,6 @@ class Admission:
     tokens: float
     prompt: int
     cost_units: int
-    sent_at: float = -math.inf
-    """When the call was admitted (the clock's): a reset its answer states counts from it."""
 
 
 class ModelPacing:
@@ -175,7 +136,6 @@ class ModelPacing:
         if self._configured:
             self.bucket = TokenBucket(self._share(self._configured), clock)
         self._completion = float(config.completion_reserve)
-        self._in_flight = 0.0  # tokens reserved by calls not settled yet
         self.prompt_tokens = 0
         self.completion_tokens = 0
 
@@ -196,16 +156,14 @@ class ModelPacing:
         if self.bucket is not None:
             async with untimed():
                 await self.bucket.acquire(tokens)
-        self._in_flight += tokens
-        return Admission(tokens, prompt, units, self._clock())
+        return Admission(tokens, prompt, units)
 
     def settle(self, admitted: Admission, reply: Reply | None, rate: RateController) -> None:
         """The answer's usage settles the reservation; its headers steer the limits. No
         reply (a transport failure) keeps the reservation: the call may have been served."""
         used_tokens, used_units = admitted.tokens, admitted.cost_units
-        self._in_flight = max(0.0, self._in_flight - admitted.tokens)
         if reply is not None:
-            self._observe(reply, rate, admitted)
+            self._observe(reply, rate, admitted.tokens)
             used_tokens, used_units = 0.0, 0
             if 200 <= reply.status < 300:
                 used_tokens, used_units = self._used(reply, admitted)
@@ -230,7 +188,7 @@ class ModelPacing:
         units = math.ceil(self.config.cost(prompt, completion) * COST_UNITS)
         return float(prompt + completion), units
 
-    def _observe(self, reply: Reply, rate: RateController, admitted: Admission) -> None:
+    def _observe(self, reply: Reply, rate: RateController, reserved: float) -> None:
         limits = provider_limits(reply.headers)
         if limits is None:
             return
@@ -249,25 +207,8 @@ class ModelPacing:
                 self.bucket.set_rate(self._share(stated))
         bucket = self.bucket
         remaining, reset = limits.tokens_remaining, limits.tokens_reset_s
-        if bucket is None or remaining is None or not reset:
-            return
-        if remaining < admitted.tokens:
+        if bucket is not None and remaining is not None and reset and remaining < reserved:
             bucket.paused_until = max(bucket.paused_until, self._clock() + reset)
-        else:
-            self._grant(bucket, remaining, reset, admitted.sent_at)
-
-    def _grant(self, bucket: TokenBucket, remaining: float, reset: float, sent_at: float) -> None:
-        """The credit of what is left of the provider's window (see the module's doc).
-
-        The window ends ``reset`` after the provider counted, which was between the call's
-        sending and now: what the rate releases is counted to its latest end, the credit
-        is spent by its earliest less a round trip (a call sent later may be counted in
-        the next window, which the credit is not from)."""
-        now = self._clock()
-        until = sent_at + reset - (now - sent_at)
-        share = remaining * LIMIT_SHARE / self._partitions
-        released = bucket.per_second * reset
-        bucket.grant(share - self._in_flight - max(0.0, bucket.level) - released, until)
 
     @property
     def counters(self) -> dict[str, int]:
