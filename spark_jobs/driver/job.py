@@ -28,7 +28,7 @@ from spark_jobs.driver.dead_letter_retry import (
     original_fingerprint,
     retry_namespace,
 )
-from spark_jobs.driver.executor_check import ExecutorEnvironmentError, check_executors
+from spark_jobs.driver.executor_check import ExecutorCheck, ExecutorEnvironmentError
 from spark_jobs.driver.input_reader import read_input
 from spark_jobs.driver.lineage_parent import with_lineage_parent
 from spark_jobs.driver.model_estimate import estimate_run
@@ -87,11 +87,12 @@ def main(argv: list[str] | None = None) -> ExitStatus:
     spark = spark_session(spec.ship_env, remote)
     apply_level(spark, spec.spark_log_level)
     try:
-        check_executors(spark, spec)
+        executors = ExecutorCheck(spark, spec)  # beside the run's first steps
         if spec.estimate:  # before any call, and instead of the run
+            executors.wait()
             print(json.dumps(estimate_run(spark, spec), sort_keys=True))
             return ExitStatus.DONE
-        summary = run(spark, spec)
+        summary = run(spark, spec, executors.wait)
     except (SpecError, ResumeRefusedError, ExecutorEnvironmentError) as error:
         print(f"enrich_job: error: {error}", file=sys.stderr)
         return ExitStatus.CANNOT_RUN
@@ -113,9 +114,13 @@ def main(argv: list[str] | None = None) -> ExitStatus:
     return ExitStatus.DONE
 
 
-def run(spark: SparkSession, spec: JobSpec) -> JobSummary:
+def run(
+    spark: SparkSession, spec: JobSpec, executors_ready: Callable[[], None] = lambda: None
+) -> JobSummary:
     """The whole job on an existing session, holding the namespace's lease; returns the
-    summary it also publishes."""
+    summary it also publishes. ``executors_ready`` returns once the executors can run the
+    job, or raises: waited for after the input is read and sized, before anything is
+    written to the namespace or any call made."""
     run_id = spec.run_id or uuid.uuid4().hex[:12]
     spec = with_lineage_parent(spec, spark_conf(spark))  # the Airflow task that runs this
     store = SnapshotStore(spec.snapshot_dir)
@@ -127,7 +132,7 @@ def run(spark: SparkSession, spec: JobSpec) -> JobSummary:
     try:
         with Heartbeat(lease, on_lost=partial(cancel_running, spark)) as heartbeat:
             try:
-                return _run_holding_lease(spark, spec, store, key, lease, run_id)
+                return _run_holding_lease(spark, spec, store, key, lease, run_id, executors_ready)
             except Exception:
                 if heartbeat.lost:
                     raise LeaseError(_FENCED) from None
@@ -149,14 +154,15 @@ def _run_holding_lease(
     key: NamespaceKey,
     lease: NamespaceLease,
     run_id: str,
+    executors_ready: Callable[[], None],
 ) -> JobSummary:
     started = time.monotonic()
     retry = DeadLetterRetry.open(spark, spec) if spec.retry_dead_letters else None
     frame = read_input(spark, spec) if retry is None else retry.frame
-    partitioned = partition_deterministically(frame, spec)
-    sizes = partition_sizes(frame, spec)
+    partitioned, sizes = partition_deterministically(frame, spec), partition_sizes(frame, spec)
     records_in = sum(sizes.values())
     job_record = _job_record(frame, spec, records_in)
+    executors_ready()
     decision = _open_namespace(store, key, spec, job_record)
     if decision.completed is not None:
         return JobSummary.from_json(decision.completed["summary"], "completion record: summary")

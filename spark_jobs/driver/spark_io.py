@@ -87,8 +87,14 @@ def output_arrow_schema(input_schema: StructType, spec: JobSpec) -> pa.Schema:
 def write_outputs(enriched: DataFrame, spec: JobSpec, directory: str) -> dict[str, int]:
     """``data/`` and ``dead_letters/`` as Parquet under ``directory`` (the run's staging
     directory), computed once (cached; a lost cache block is recomputed from the
-    snapshots, without calling the API again)."""
+    snapshots, without calling the API again).
+
+    The counts are observed as the rows go into the write of ``data/``, before its filter
+    (``DataFrame.observe``): every row, and the dead letters among them, with no job of
+    their own. The observation sits in the write's result stage, whose tasks' metrics
+    Spark merges once per partition, a retried or speculative task's included."""
     from pyspark import StorageLevel
+    from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     out = directory.rstrip("/")
@@ -98,16 +104,21 @@ def write_outputs(enriched: DataFrame, spec: JobSpec, directory: str) -> dict[st
         bookkeeping = [ERROR_COLUMN, ATTEMPTS_COLUMN]
         if CORRUPT_RECORD in cached.columns:
             bookkeeping.append(CORRUPT_RECORD)
-        cached.filter(~failed).drop(*bookkeeping).write.mode("overwrite").parquet(f"{out}/data")
+        counted = Observation("enrich_job_output")
+        observed = cached.observe(
+            counted, F.count(F.lit(1)).alias("rows"), F.count_if(failed).alias("failed")
+        )
+        observed.filter(~failed).drop(*bookkeeping).write.mode("overwrite").parquet(f"{out}/data")
         dead = cached.filter(failed).drop(*spec.response_fields)
         dead = dead.withColumnRenamed(ERROR_COLUMN, "error").withColumnRenamed(
             ATTEMPTS_COLUMN, "attempts"
         )
         dead.write.mode("overwrite").parquet(f"{out}/dead_letters")
-        counts = {row[0]: row[1] for row in cached.groupBy(failed).count().collect()}
+        counts = counted.get
     finally:
         cached.unpersist()
-    return {"enriched": counts.get(False, 0), "dead_letters": counts.get(True, 0)}
+    rows, failures = int(counts["rows"]), int(counts["failed"])
+    return {"enriched": rows - failures, "dead_letters": failures}
 
 
 def input_fingerprint(frame: DataFrame) -> dict[str, list[Any]]:

@@ -186,6 +186,20 @@ def test_a_refused_call_gives_its_whole_reservation_back():
     assert pacing.counters == {"prompt_tokens": 0, "completion_tokens": 0}
 
 
+def test_a_call_sent_before_any_limit_was_known_gives_nothing_back_to_the_bucket():
+    import asyncio
+
+    config = ModelConfig(model="m", prompt="{x}", limits_window_s=6.0)
+    pacing = ModelPacing(config, partitions=1, clock=_Clock())
+    early, answered = (asyncio.run(pacing.admit('{"x": "y"}')) for _ in range(2))
+    assert not early.paced  # no bucket yet: nothing taken
+    headers = {"x-ratelimit-limit-tokens": "3000"}
+    pacing.settle(answered, _reply(200, headers, usage=(5, 5)), RateController(None))
+    level = pacing.bucket.wait_for(pacing.bucket.burst)
+    pacing.settle(early, _reply(200, headers, usage=(5, 5)), RateController(None))
+    assert pacing.bucket.wait_for(pacing.bucket.burst) == level  # no tokens from nowhere
+
+
 def _admitted(pacing):
     from spark_jobs.enrichers.model_endpoint.pacing import Admission
 

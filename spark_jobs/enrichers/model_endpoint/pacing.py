@@ -115,6 +115,10 @@ class Admission:
     tokens: float
     prompt: int
     cost_units: int
+    paced: bool = True
+    """Taken from the bucket. The calls sent before any limit was known took nothing, so
+    their settlement gives nothing back: their unused reservations, added to a bucket
+    made since, were tokens beyond the rate (429s at the end of the first full window)."""
 
 
 class ModelPacing:
@@ -156,7 +160,7 @@ class ModelPacing:
         if self.bucket is not None:
             async with untimed():
                 await self.bucket.acquire(tokens)
-        return Admission(tokens, prompt, units)
+        return Admission(tokens, prompt, units, paced=self.bucket is not None)
 
     def settle(self, admitted: Admission, reply: Reply | None, rate: RateController) -> None:
         """The answer's usage settles the reservation; its headers steer the limits. No
@@ -167,7 +171,7 @@ class ModelPacing:
             used_tokens, used_units = 0.0, 0
             if 200 <= reply.status < 300:
                 used_tokens, used_units = self._used(reply, admitted)
-        if self.bucket is not None:
+        if self.bucket is not None and admitted.paced:
             self.bucket.give(admitted.tokens - used_tokens)
         if self._budget is not None:
             self._budget.settle(admitted.cost_units, used_units)
