@@ -194,10 +194,6 @@ class ProgressRecord:
             raise ProgressRecordError(f"partitions: {len(numbers)} is over {MAX_PARTITIONS}")
 
     @property
-    def written_at(self) -> datetime:
-        return datetime.fromtimestamp(self.written_at_ms / 1000, UTC)
-
-    @property
     def epoch(self) -> int:
         return max((p.epoch for p in self.partitions), default=0)
 
