@@ -43,7 +43,7 @@ class ExecutorSchedule:
             raise ValueError(f"need a rate > 0 and slots >= 1, got {job_rate!r}, {job_slots!r}")
         directory.mkdir(parents=True, exist_ok=True)
         self._job_rate, self._job_slots = job_rate, job_slots
-        self._slot_fd, slot = _take_slot(directory)
+        self._slot_fd, slot = take_slot(directory)
         self._fd = os.open(directory / "schedule", os.O_RDWR | os.O_CREAT, 0o600)
         with self._locked() as (next_free, seen):
             self._write(next_free, max(seen, slot + 1))
@@ -86,7 +86,7 @@ class ExecutorSchedule:
         os.pwrite(self._fd, _RECORD.pack(next_free, seen), 0)
 
 
-def _take_slot(directory: Path) -> tuple[int, int]:
+def take_slot(directory: Path) -> tuple[int, int]:
     """Lock the lowest free ``slot-N`` file; its descriptor and ``N``."""
     for slot in range(MAX_SLOTS):
         fd = os.open(directory / f"slot-{slot}", os.O_RDWR | os.O_CREAT, 0o600)
@@ -99,20 +99,28 @@ def _take_slot(directory: Path) -> tuple[int, int]:
     raise OSError(f"all {MAX_SLOTS} slot files of {directory} are held")
 
 
+def executor_directory(kind: str, key: str) -> Path | None:
+    """The folder this executor's Python workers share for ``kind`` of file about ``key``,
+    or None when the executor cannot be told apart (no ``/proc`` entry for the daemon)."""
+    daemon = os.getppid()  # pyspark.daemon: one per executor (and per Spark application)
+    try:
+        born = os.stat(f"/proc/{daemon}").st_ctime  # a reused pid is another executor
+    except OSError:
+        return None
+    digest = hashlib.sha256(f"{kind} {key}".encode()).hexdigest()[:16]
+    folder = f"{daemon}-{born:.0f}-{digest}"
+    return Path(tempfile.gettempdir()) / "resumable-enrichment-rate" / folder
+
+
 def open_schedule(scope: str, job_rate: float, job_slots: int) -> ExecutorSchedule | None:
     """The schedule shared by this executor's tasks of the job ``scope`` (what the rate is
     counted against, and the rate and slots); None when there is nothing to share (one
     slot) or the files cannot be used (the task then keeps its own share)."""
     if job_slots < 2:
         return None
-    daemon = os.getppid()  # pyspark.daemon: one per executor (and per Spark application)
-    try:
-        born = os.stat(f"/proc/{daemon}").st_ctime  # a reused pid is another executor
-    except OSError:
+    directory = executor_directory("schedule", f"{scope} {job_rate!r} {job_slots}")
+    if directory is None:
         return None
-    key = hashlib.sha256(f"{scope} {job_rate!r} {job_slots}".encode()).hexdigest()[:16]
-    folder = f"{daemon}-{born:.0f}-{key}"
-    directory = Path(tempfile.gettempdir()) / "resumable-enrichment-rate" / folder
     try:
         return ExecutorSchedule(directory, job_rate, job_slots)
     except OSError as exc:

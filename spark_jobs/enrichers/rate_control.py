@@ -29,7 +29,10 @@ moves the rate itself:
 
 Each partition runs its own controller: partitions sharing a limit all see its 429s in
 the same window and cut together, so they settle on about equal shares without talking
-to each other. A given ``--requests-per-second`` stays a hard ceiling (per executor:
+to each other. The tasks of one executor also share what they found: the executor's
+total at the last cut over the tasks still there (``executor_board.py``), so a task left
+alone takes the share of one that ended at once instead of a probe's seconds. A given
+``--requests-per-second`` stays a hard ceiling (per executor:
 ``executor_rate.py``), a ``RateLimit-Policy`` another. The rate grows only while it is
 used (at most twice the rate sent), so an idle spell does not end in a burst.
 """
@@ -44,6 +47,7 @@ from collections.abc import Callable
 
 from spark_jobs import defaults
 
+from .executor_board import ExecutorBoard
 from .executor_rate import ExecutorSchedule
 from .rate_headers import MAX_RESET_S, QuotaHint
 
@@ -102,6 +106,7 @@ class RateController:
         start_rate: float = START_RATE,
         learned: float | None = None,
         shared: ExecutorSchedule | None = None,
+        board: ExecutorBoard | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if ceiling is not None and not ceiling > 0:
@@ -118,8 +123,11 @@ class RateController:
         self.epoch = 0  # changes with every cut or pause: waiting slots are taken anew
         self._policy_rate: float | None = None
         self._shared = shared  # the executor's schedule, when its tasks pace together
+        self._board = board  # what the executor's tasks found, when no rate is given
         self._clock = clock
         now = clock()
+        if board is not None:
+            board.publish(0.0, now)  # here from now on: the executor's share is split anew
         self._born = now
         self._interval = 1.0 / self.rate
         self._next = now  # GCRA: when the next send may go
@@ -245,6 +253,8 @@ class RateController:
         accepted = self._accepted_rate(now)
         base = min(self.rate, accepted) if accepted > 0 else attempted
         self.ceiling_hint = base
+        if self._board is not None:
+            self._board.record_cut(base, now)
         self.slow_start = False
         self._last_cut = now
         self._probe_since = None
@@ -263,10 +273,12 @@ class RateController:
         self._accepted_index = (self._accepted_index + 1) % ACCEPTED_TICKS
         self._tick_start, self._tick_sends, self._tick_at = now, 0, now + TICK_S
         self._tick_accepted = 0
+        if self._board is not None:
+            self._board.publish(self._accepted_rate(now), now)
         if now < self._paused_until:
             return
         rate = self.rate
-        hint = self.ceiling_hint
+        hint = self._executor_hint(now)
         if self.slow_start:
             rate *= SLOW_START_GROWTH**elapsed
         elif hint is not None and rate < APPROACH * hint:
@@ -281,6 +293,17 @@ class RateController:
             rate += max(PROBE * (hint or rate), PROBE_MIN) * speed_up * elapsed
         used = max(2.0 * self._sent_rate, START_RATE)  # grow only a rate that is used
         self._set_rate(min(rate, max(used, self.rate)))
+
+    def _executor_hint(self, now: float) -> float | None:
+        """The share found, raised to the executor's fair share where that is well above
+        it: a neighbour left and no task took its place (``executor_board.py``)."""
+        hint = self.ceiling_hint
+        if self._board is None or hint is None or self.slow_start:
+            return hint
+        fair = self._board.fair_share(now)
+        if fair is not None and fair > STALE_HINT * hint:
+            self.ceiling_hint = hint = fair
+        return hint
 
     def _accepted_rate(self, now: float) -> float:
         """Answers accepted per second over the last ACCEPTED_TICKS ticks and this one.
