@@ -21,36 +21,19 @@ import hashlib
 import io
 import logging
 import os
-import re
 import tempfile
 import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import spark_jobs
+from spark_jobs.spec.remote_option import REMOTE_ENV, SECRET_PARAMETER
 from spark_jobs.spec.spec_error import SpecError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 logger = logging.getLogger(__name__)
-
-#: The environment variable PySpark itself reads a Connect URL from.
-REMOTE_ENV = "SPARK_REMOTE"
-_SECRET_PARAMETER = re.compile(r"(token)=[^;]*", re.IGNORECASE)
-
-
-def check_remote_option(remote: str | None) -> None:
-    """SpecError for a ``--remote`` the job cannot use, naming the option."""
-    if remote is None:
-        return
-    if not remote.startswith("sc://"):
-        raise SpecError(f"remote: expected a Spark Connect URL sc://host:port, got {remote!r}")
-    if _SECRET_PARAMETER.search(remote):
-        raise SpecError(
-            f"remote: a token does not belong on the command line or in a spec file; put the "
-            f"URL with its token in the environment variable {REMOTE_ENV} instead"
-        )
 
 
 def remote_url(remote: str | None, ship_env: str | None = None) -> str | None:
@@ -68,7 +51,7 @@ def remote_url(remote: str | None, ship_env: str | None = None) -> str | None:
 
 def redacted(url: str) -> str:
     """``url`` fit for a log line: a token parameter's value hidden."""
-    return _SECRET_PARAMETER.sub(r"\1=***", url)
+    return SECRET_PARAMETER.sub(r"\1=***", url)
 
 
 def connect_session(url: str) -> SparkSession:

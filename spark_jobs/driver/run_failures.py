@@ -11,28 +11,15 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from spark_jobs.exit_status import ExitStatus
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 from spark_jobs.snapshots.contracts import JobSummary, PartitionStats
-from spark_jobs.spec.option_values import check, parse_error_classes
-from spark_jobs.spec.spec_error import SpecError
+from spark_jobs.spec.failure_options import dead_letter_limit
 
 logger = logging.getLogger("enrich_job")
-
-_CEILING = re.compile(r"^(?P<number>\d+(?:\.\d+)?)(?P<percent>%?)$")
-
-
-class _FailureOptions(Protocol):
-    @property
-    def systemic_threshold(self) -> int: ...
-    @property
-    def max_dead_letters(self) -> str | int | None: ...
-    @property
-    def retry_dead_letters(self) -> str | None: ...
 
 
 class RunFailed(Exception):
@@ -60,33 +47,6 @@ class RunFailed(Exception):
             "reason": self.reason,
             "retry": self.retry,
         }
-
-
-def check_failure_options(spec: _FailureOptions) -> None:
-    """Validate ``systemic_threshold`` and ``max_dead_letters`` (raises SpecError)."""
-    threshold = spec.systemic_threshold
-    check(
-        isinstance(threshold, int) and not isinstance(threshold, bool) and threshold >= 0,
-        "systemic_threshold",
-        f"must be an integer >= 0, got {threshold!r}",
-    )
-    if spec.max_dead_letters is not None:
-        dead_letter_limit(spec.max_dead_letters, 1)
-    if spec.retry_dead_letters is not None:
-        parse_error_classes(spec.retry_dead_letters)
-
-
-def dead_letter_limit(ceiling: str | int, records_in: int) -> int:
-    """The most dead letters allowed: ``N``, or ``P%`` of ``records_in`` (rounded down)."""
-    match = _CEILING.match(str(ceiling).strip())
-    if match is None or (match["percent"] and float(match["number"]) > 100):
-        raise SpecError(
-            f"--max-dead-letters: expected a count N or a share P% (0-100%), got {ceiling!r}"
-        )
-    if not match["percent"]:
-        check("." not in match["number"], "max_dead_letters", f"a count is whole, got {ceiling!r}")
-        return int(match["number"])
-    return int(records_in * float(match["number"]) / 100)
 
 
 def systemic_failure(partitions: Sequence[Any], run_id: str) -> RunFailed | None:

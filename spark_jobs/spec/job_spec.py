@@ -18,18 +18,18 @@ from typing import Any
 
 from spark_jobs import defaults
 from spark_jobs.defaults import INPUT_FORMATS, MODES, RESUME_MODES, InputFormat, Mode, ResumeMode
-from spark_jobs.driver.connect import check_remote_option
-from spark_jobs.driver.run_failures import check_failure_options
 from spark_jobs.enrichers import HttpEnricherConfig, ResponseField
 from spark_jobs.enrichers.batch_config import nest_flat_options
 from spark_jobs.enrichers.model_endpoint import ModelConfig
 from spark_jobs.enrichers.validation import IDENTITY
 from spark_jobs.snapshots.paths import MAX_PARTITIONS
+from spark_jobs.spec.failure_options import check_failure_options
 from spark_jobs.spec.http_options import http_config
 from spark_jobs.spec.input_options import check_input_options, key_column_value
 from spark_jobs.spec.model_options import model_fields
 from spark_jobs.spec.option_values import check, parse_duration, parse_response_field
 from spark_jobs.spec.path_overlap import check_separate_paths
+from spark_jobs.spec.remote_option import check_remote_option
 from spark_jobs.spec.run_options import check_run_options
 from spark_jobs.spec.spec_error import SpecError
 from spark_jobs.telemetry import check_telemetry_options

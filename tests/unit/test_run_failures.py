@@ -6,12 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from spark_jobs.driver.run_failures import (
-    dead_letter_ceiling,
-    dead_letter_limit,
-    systemic_failure,
-)
+from spark_jobs.driver.run_failures import dead_letter_ceiling, systemic_failure
 from spark_jobs.exit_status import ExitStatus
+from spark_jobs.spec.failure_options import dead_letter_limit
 from spark_jobs.spec.spec_error import SpecError
 
 
