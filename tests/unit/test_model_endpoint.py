@@ -1,6 +1,8 @@
 """The model-endpoint enricher's pure parts: the providers' limit headers, the output
 schema (typed columns, validation), each answer's class, the request body and the config."""
 
+import asyncio
+import dataclasses
 import json
 import re
 
@@ -198,6 +200,93 @@ def test_a_call_sent_before_any_limit_was_known_gives_nothing_back_to_the_bucket
     level = pacing.bucket.wait_for(pacing.bucket.burst)
     pacing.settle(early, _reply(200, headers, usage=(5, 5)), RateController(None))
     assert pacing.bucket.wait_for(pacing.bucket.burst) == level  # no tokens from nowhere
+
+
+def test_what_is_left_of_the_window_is_spendable_before_its_reset_less_what_is_in_flight():
+    clock = _Clock()
+    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=60.0)
+    pacing = ModelPacing(config, partitions=2, clock=clock)
+    bucket = pacing.bucket
+    calls = []
+    for text in ("answered", "still out"):
+        bucket.give(1e9)  # a full bucket: room for the call
+        calls.append(asyncio.run(pacing.admit(json.dumps({"x": text}))))
+    answered, in_flight = calls
+    answered.sent_at = clock.now - 1.0
+    headers = {"x-ratelimit-remaining-tokens": "5000", "x-ratelimit-reset-tokens": "10s"}
+    pacing.settle(answered, _reply(200, headers), RateController(None))
+    # this partition's share, less its call in flight and what the rate releases by the reset
+    credit = 5000 * LIMIT_SHARE / 2 - in_flight.tokens - bucket.per_second * 10
+    assert bucket.credit == pytest.approx(credit)
+    assert bucket.wait_for(credit) == 0  # spendable now, beyond the rate
+    bucket.take(credit)
+    assert bucket.credit == pytest.approx(0)
+    pacing.settle(answered, _reply(200, headers), RateController(None))  # a fresh count
+    assert bucket.credit > 0
+    clock.now += 8.0 - 1e-6
+    assert bucket.credit > 0
+    clock.now += 2e-6  # the reset less a round trip (sent 1 s before it was answered)
+    assert bucket.credit == 0
+
+
+def test_a_window_nearly_spent_or_unstated_grants_no_credit():
+    clock = _Clock()
+    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=60.0)
+    pacing = ModelPacing(config, partitions=1, clock=clock)
+    answered = dataclasses.replace(_admitted(pacing), sent_at=clock.now - 0.1)
+    for headers in (
+        {"x-ratelimit-remaining-tokens": "900", "x-ratelimit-reset-tokens": "10s"},
+        {"x-ratelimit-remaining-tokens": "-1", "x-ratelimit-reset-tokens": "-1"},
+        {"x-ratelimit-remaining-tokens": "5000"},
+        {"x-ratelimit-remaining-tokens": "100", "x-ratelimit-reset-tokens": "0.5s"},  # paused
+    ):
+        pacing.settle(answered, _reply(200, headers), RateController(None))
+        assert pacing.bucket.credit == 0, headers
+
+
+def test_the_credit_holds_back_calls_admitted_after_the_answered_one_even_if_answered_first():
+    clock = _Clock()
+    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=60.0)
+    pacing = ModelPacing(config, partitions=1, clock=clock)
+    bucket = pacing.bucket
+    calls = []
+    for text in ("slow", "overtook", "out"):
+        bucket.give(1e9)
+        calls.append(asyncio.run(pacing.admit(json.dumps({"x": text}))))
+    slow, overtook, out = calls
+    headers = {"x-ratelimit-remaining-tokens": "5000", "x-ratelimit-reset-tokens": "10s"}
+    pacing.settle(overtook, _reply(200, headers), RateController(None))  # answered first
+    share = 5000 * LIMIT_SHARE - bucket.per_second * 10 - max(0.0, bucket.level)
+    pacing.settle(slow, _reply(200, headers), RateController(None))  # counted before both
+    assert bucket.credit == pytest.approx(share - overtook.tokens - out.tokens)
+
+
+@pytest.mark.parametrize("remaining", [0, 50, 900, 2000, 5000, 6000])
+def test_the_credit_never_exceeds_the_partitions_share_of_what_is_left_of_the_window(remaining):
+    clock = _Clock()
+    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=60.0)
+    pacing = ModelPacing(config, partitions=2, clock=clock)
+    answered = dataclasses.replace(_admitted(pacing), sent_at=clock.now)
+    for reset in ("0.1s", "1s", "30s"):
+        headers = {
+            "x-ratelimit-remaining-tokens": str(remaining),
+            "x-ratelimit-reset-tokens": reset,
+        }
+        pacing.settle(answered, _reply(200, headers), RateController(None))
+        assert 0 <= pacing.bucket.credit <= remaining * LIMIT_SHARE / 2
+
+
+def test_the_bucket_pays_before_the_credit_so_it_saves_no_burst_for_the_next_window():
+    clock = _Clock()
+    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=60.0)
+    bucket = ModelPacing(config, partitions=1, clock=clock).bucket
+    bucket.grant(1000, until=clock.now + 10)
+    clock.now += 1.0  # the bucket is full: a second of the rate
+    bucket.take(30)
+    assert bucket.credit == 1000 and bucket.level == pytest.approx(bucket.burst - 30)
+    bucket.take(bucket.level)  # the bucket spent: the credit pays beyond it
+    bucket.take(30)
+    assert bucket.credit == 970 and bucket.level == pytest.approx(0)
 
 
 def _admitted(pacing):

@@ -15,6 +15,17 @@ kept at ``LIMIT_SHARE`` of the stated limit, the margin for the estimates' error
 reported remaining below the next reservation pauses the bucket until the reset.
 Headers that state nothing usable leave the configured limits alone.
 
+What the headers say is left of the provider's window (``remaining`` tokens until
+``reset``) is spendable now, not only at the rate: a run that starts late in a window, or
+paced under the limit through it, would leave the rest unused. Each answer grants the
+bucket a *credit* until the reset: this partition's share of ``LIMIT_SHARE`` of the
+remaining, less what the count may not hold yet (every call admitted after the answered
+one, answered or not, and those before it still out), what the bucket holds and what the
+rate will release before the reset; it ends a round trip before the reset (a burst
+landing in the next window, on top of that window's paced share, is what drew 429s when
+it did not). Calls take from the bucket first and from the credit only beyond it, so the
+bucket never saves up a burst while the credit pays.
+
 The spend under ``--max-cost`` is reserved and settled the same way, in micro units of
 the price's currency, against the run's ledger (``RequestBudget``): the reservation
 prices ``max_tokens`` of completion, so the run stops before a call could cross it.
@@ -60,6 +71,7 @@ class TokenBucket:
         self._level = 0.0
         self._at = clock()
         self.paused_until = -math.inf
+        self._credit, self._credit_until = 0.0, -math.inf
         self._changed: asyncio.Event | None = None
 
     @property
@@ -77,16 +89,46 @@ class TokenBucket:
         self._at = now
         return now
 
+    @property
+    def level(self) -> float:
+        """The tokens the bucket holds now (its credit aside)."""
+        self._refill()
+        return self._level
+
+    def grant(self, tokens: float, until: float) -> None:
+        """A credit of ``tokens`` beyond the rate, spendable until ``until`` (replacing the
+        last one: each grant is computed from the provider's latest count)."""
+        self._credit, self._credit_until = max(0.0, tokens), until
+        if tokens > 0 and self._changed is not None:
+            self._changed.set()
+
+    @property
+    def credit(self) -> float:
+        """The credit spendable now (none while paused or once it ended)."""
+        return self._spare(self._clock())
+
+    def _spare(self, now: float) -> float:
+        return self._credit if self.paused_until <= now < self._credit_until else 0.0
+
     def wait_for(self, tokens: float) -> float:
         """Seconds until ``tokens`` may be taken (0: take them now)."""
         now = self._refill()
+        if tokens <= self._spare(now):
+            return 0.0
         need = min(tokens, self.burst)  # a call larger than the burst waits for a full bucket
         wait = max(0.0, (need - self._level) / self.per_second)
         return max(wait, self.paused_until - now)
 
     def take(self, tokens: float) -> None:
-        self._refill()
-        self._level -= tokens
+        """Take ``tokens``: from the level when it holds them, else from the credit when
+        it covers them, else from the level (below zero: a call larger than the burst).
+        The level first: a bucket left to fill while the credit pays would spend its
+        burst after the credit ended, in the next window, on top of that one's rate."""
+        now = self._refill()
+        if tokens > self._level and tokens <= self._spare(now):
+            self._credit -= tokens
+        else:
+            self._level -= tokens
 
     def give(self, tokens: float) -> None:
         """Settle: ``tokens`` back (negative: taken beyond the reservation)."""
@@ -115,6 +157,13 @@ class Admission:
     tokens: float
     prompt: int
     cost_units: int
+    sent_at: float = -math.inf
+    """When the call was admitted (the clock's): a reset its answer states counts from it."""
+    order: int = 0
+    """Its place among this partition's admissions (1, 2, ...; 0: none)."""
+    admitted_after: float = 0.0
+    """The partition's total of admitted tokens once this call was: what was admitted
+    after it is the total now less this."""
     paced: bool = True
     """Taken from the bucket. The calls sent before any limit was known took nothing, so
     their settlement gives nothing back: their unused reservations, added to a bucket
@@ -140,6 +189,9 @@ class ModelPacing:
         if self._configured:
             self.bucket = TokenBucket(self._share(self._configured), clock)
         self._completion = float(config.completion_reserve)
+        self._in_flight: dict[int, float] = {}  # order -> tokens of calls not settled yet
+        self._admissions = 0
+        self._admitted = 0.0  # tokens reserved by every call admitted so far
         self.prompt_tokens = 0
         self.completion_tokens = 0
 
@@ -160,14 +212,21 @@ class ModelPacing:
         if self.bucket is not None:
             async with untimed():
                 await self.bucket.acquire(tokens)
-        return Admission(tokens, prompt, units, paced=self.bucket is not None)
+        self._admissions += 1
+        self._admitted += tokens
+        self._in_flight[self._admissions] = tokens
+        paced = self.bucket is not None
+        return Admission(
+            tokens, prompt, units, self._clock(), self._admissions, self._admitted, paced
+        )
 
     def settle(self, admitted: Admission, reply: Reply | None, rate: RateController) -> None:
         """The answer's usage settles the reservation; its headers steer the limits. No
         reply (a transport failure) keeps the reservation: the call may have been served."""
         used_tokens, used_units = admitted.tokens, admitted.cost_units
+        self._in_flight.pop(admitted.order, None)
         if reply is not None:
-            self._observe(reply, rate, admitted.tokens)
+            self._observe(reply, rate, admitted)
             used_tokens, used_units = 0.0, 0
             if 200 <= reply.status < 300:
                 used_tokens, used_units = self._used(reply, admitted)
@@ -192,7 +251,7 @@ class ModelPacing:
         units = math.ceil(self.config.cost(prompt, completion) * COST_UNITS)
         return float(prompt + completion), units
 
-    def _observe(self, reply: Reply, rate: RateController, reserved: float) -> None:
+    def _observe(self, reply: Reply, rate: RateController, admitted: Admission) -> None:
         limits = provider_limits(reply.headers)
         if limits is None:
             return
@@ -211,8 +270,32 @@ class ModelPacing:
                 self.bucket.set_rate(self._share(stated))
         bucket = self.bucket
         remaining, reset = limits.tokens_remaining, limits.tokens_reset_s
-        if bucket is not None and remaining is not None and reset and remaining < reserved:
+        if bucket is None or remaining is None or not reset:
+            return
+        if remaining < admitted.tokens:
             bucket.paused_until = max(bucket.paused_until, self._clock() + reset)
+        else:
+            self._grant(bucket, remaining, reset, admitted)
+
+    def _grant(self, bucket: TokenBucket, remaining: float, reset: float, call: Admission) -> None:
+        """The credit of what is left of the provider's window (see the module's doc).
+
+        The window ends ``reset`` after the provider counted, which was between the call's
+        sending and now: what the rate releases is counted to its latest end, the credit
+        is spent by its earliest less a round trip (a call sent later may be counted in
+        the next window, which the credit is not from)."""
+        now = self._clock()
+        until = call.sent_at + reset - (now - call.sent_at)
+        share = remaining * LIMIT_SHARE / self._partitions
+        released = bucket.per_second * reset
+        bucket.grant(share - self._uncounted(call) - max(0.0, bucket.level) - released, until)
+
+    def _uncounted(self, call: Admission) -> float:
+        """Tokens the count in ``call``'s answer may not hold: every call admitted after
+        it (answered already or not: answers can overtake each other) and the calls
+        before it still out (one sent earlier may have arrived later)."""
+        after = self._admitted - call.admitted_after
+        return after + sum(t for order, t in self._in_flight.items() if order < call.order)
 
     @property
     def counters(self) -> dict[str, int]:
