@@ -289,6 +289,60 @@ def test_the_bucket_pays_before_the_credit_so_it_saves_no_burst_for_the_next_win
     assert bucket.credit == 970 and bucket.level == pytest.approx(0)
 
 
+def test_a_call_the_credit_paid_gives_nothing_back_to_the_level():
+    clock = _Clock()
+    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=60.0)
+    pacing = ModelPacing(config, partitions=1, clock=clock)
+    bucket = pacing.bucket
+    bucket.grant(1000, until=clock.now + 10)
+    paid = asyncio.run(pacing.admit(json.dumps({"x": "y"})))  # an empty bucket: the credit
+    assert not paid.paced and bucket.credit == pytest.approx(1000 - paid.tokens)
+    pacing.settle(paid, _reply(200, {}, usage=(1, 1)), RateController(None))
+    assert bucket.level == pytest.approx(0)  # its unused reservation is not the rate's
+
+
+def test_the_credit_is_granted_in_the_first_window_only():
+    clock = _Clock()
+    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=6.0)
+    pacing = ModelPacing(config, partitions=1, clock=clock)
+    headers = {"x-ratelimit-remaining-tokens": "5000", "x-ratelimit-reset-tokens": "3s"}
+    first = dataclasses.replace(_admitted(pacing), sent_at=clock.now)
+    pacing.settle(first, _reply(200, headers), RateController(None))
+    assert pacing.bucket.credit > 0
+    clock.now += 3.0  # the next window: the rate alone
+    headers["x-ratelimit-reset-tokens"] = "5.9s"
+    later = dataclasses.replace(_admitted(pacing), sent_at=clock.now)
+    pacing.settle(later, _reply(200, headers), RateController(None))
+    assert pacing.bucket.credit == 0
+
+
+def test_a_paused_bucket_saves_nothing_up_for_the_next_window():
+    clock = _Clock()
+    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=60.0)
+    bucket = ModelPacing(config, partitions=1, clock=clock).bucket
+    bucket.pause(clock.now + 5.0)
+    clock.now += 5.0
+    assert bucket.level == pytest.approx(0)  # it resumes empty, paced from the reset
+    clock.now += 0.5
+    assert bucket.level == pytest.approx(bucket.per_second * 0.5)
+
+
+def test_the_reservation_learns_what_the_provider_counts_of_the_estimated_prompt():
+    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=60.0)
+    pacing = ModelPacing(config, partitions=1, clock=_Clock())
+    body = json.dumps({"messages": [{"role": "user", "content": "word " * 100}]})
+    pacing.bucket.give(1e9)  # the clock stands still: room for every call
+    first = asyncio.run(pacing.admit(body))
+    for _ in range(60):  # the provider counts a quarter of the estimate
+        pacing.bucket.give(1e9)
+        call = asyncio.run(pacing.admit(body))
+        pacing.settle(call, _reply(200, {}, usage=(call.prompt // 4, 20)), RateController(None))
+    pacing.bucket.give(1e9)
+    later = asyncio.run(pacing.admit(body))
+    assert later.prompt == first.prompt  # the estimate itself (and its cost) stays
+    assert later.tokens - 20 == pytest.approx(first.prompt / 4, rel=0.05)
+
+
 def _admitted(pacing):
     from spark_jobs.enrichers.model_endpoint.pacing import Admission
 
