@@ -343,6 +343,21 @@ def test_the_reservation_learns_what_the_provider_counts_of_the_estimated_prompt
     assert later.tokens - 20 == pytest.approx(first.prompt / 4, rel=0.05)
 
 
+def test_a_window_the_calls_already_sent_will_spend_pauses_the_bucket_until_its_reset():
+    clock = _Clock()
+    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=60.0)
+    pacing = ModelPacing(config, partitions=1, clock=clock)
+    calls = []
+    for text in ("answered", "out", "out too"):
+        pacing.bucket.give(1e9)
+        calls.append(asyncio.run(pacing.admit(json.dumps({"x": text}))))
+    answered = calls[0]
+    left = answered.tokens + calls[1].tokens + calls[2].tokens - 1  # not room for all three
+    headers = {"x-ratelimit-remaining-tokens": str(left), "x-ratelimit-reset-tokens": "2s"}
+    pacing.settle(answered, _reply(200, headers), RateController(None))
+    assert pacing.bucket.paused_until == pytest.approx(102.0)
+
+
 def _admitted(pacing):
     from spark_jobs.enrichers.model_endpoint.pacing import Admission
 

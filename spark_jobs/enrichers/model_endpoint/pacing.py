@@ -12,7 +12,8 @@ settlement, so room a short answer left is used at once.
 Limits come from the spec (``tokens_per_minute``, ``requests_per_minute``) or, as the
 answers come, from the provider's headers (``limits.py``); the lower wins, and each is
 kept at ``LIMIT_SHARE`` of the stated limit, the margin for the estimates' error. A
-reported remaining below the next reservation pauses the bucket until the reset.
+reported remaining that the calls sent since (and those still out) leave below the next
+reservation pauses the bucket until the reset.
 Headers that state nothing usable leave the configured limits alone.
 
 What the headers say is left of the provider's window (``remaining`` tokens until
@@ -301,7 +302,7 @@ class ModelPacing:
         remaining, reset = limits.tokens_remaining, limits.tokens_reset_s
         if bucket is None or remaining is None or not reset:
             return
-        if remaining < admitted.tokens:
+        if remaining - self._uncounted(admitted) < admitted.tokens:
             bucket.pause(self._clock() + reset)
             return
         ends = admitted.sent_at + reset  # the earliest end of the window it was counted in
