@@ -165,14 +165,7 @@ def _run_holding_lease(
     executors_ready: Callable[[], None],
     read: tuple[DataFrame, float] | None,
 ) -> JobSummary:
-    """The job once its lease is held; ``read`` is the input read meanwhile and when its
-    reading started (None: a dead-letter retry, which reads its rows here)."""
-    retry = None
-    if read is None:
-        started = time.monotonic()
-        retry = DeadLetterRetry.open(spark, spec)
-        read = retry.frame, started
-    frame, started = read
+    retry, frame, started = _rows(spark, spec, read)
     partitioned, sizes = partition_deterministically(frame, spec), partition_sizes(frame, spec)
     records_in = sum(sizes.values())
     job_record = _job_record(frame, spec, records_in)
@@ -221,6 +214,18 @@ def _run_holding_lease(
         if retry is not None:
             _close_retry(store, key, retry, {**completion, "summary": summary.to_json()})
     return summary
+
+
+def _rows(
+    spark: SparkSession, spec: JobSpec, read: tuple[DataFrame, float] | None
+) -> tuple[DeadLetterRetry | None, DataFrame, float]:
+    """The rows to enrich and when their reading started: the input ``read`` while the
+    lease settled, or (None) a dead-letter retry's, read holding the lease."""
+    if read is not None:
+        return None, *read
+    started = time.monotonic()
+    retry = DeadLetterRetry.open(spark, spec)
+    return retry, retry.frame, started
 
 
 def _read(spark: SparkSession, spec: JobSpec) -> tuple[DataFrame, float]:
