@@ -128,11 +128,19 @@ def run(
     if spec.retry_dead_letters:  # its own namespace: never the original run's snapshots
         key = retry_namespace(key)
     lease = store.lease(key, run_id, spec.lease_ttl)
-    lease.acquire(spec.lease_wait)
+    # The input is read while the lease just written settles (0.5 s once idle), again
+    # should another run win the race for it; a dead-letter retry reads its base holding it.
+    read: tuple[DataFrame, float] | None = None
+    if spec.retry_dead_letters:
+        lease.acquire(spec.lease_wait)
+    else:
+        read = lease.acquire(spec.lease_wait, meanwhile=partial(_read, spark, spec))
     try:
         with Heartbeat(lease, on_lost=partial(cancel_running, spark)) as heartbeat:
             try:
-                return _run_holding_lease(spark, spec, store, key, lease, run_id, executors_ready)
+                return _run_holding_lease(
+                    spark, spec, store, key, lease, run_id, executors_ready, read
+                )
             except Exception:
                 if heartbeat.lost:
                     raise LeaseError(_FENCED) from None
@@ -155,10 +163,9 @@ def _run_holding_lease(
     lease: NamespaceLease,
     run_id: str,
     executors_ready: Callable[[], None],
+    read: tuple[DataFrame, float] | None,
 ) -> JobSummary:
-    started = time.monotonic()
-    retry = DeadLetterRetry.open(spark, spec) if spec.retry_dead_letters else None
-    frame = read_input(spark, spec) if retry is None else retry.frame
+    retry, frame, started = _rows(spark, spec, read)
     partitioned, sizes = partition_deterministically(frame, spec), partition_sizes(frame, spec)
     records_in = sum(sizes.values())
     job_record = _job_record(frame, spec, records_in)
@@ -207,6 +214,24 @@ def _run_holding_lease(
         if retry is not None:
             _close_retry(store, key, retry, {**completion, "summary": summary.to_json()})
     return summary
+
+
+def _rows(
+    spark: SparkSession, spec: JobSpec, read: tuple[DataFrame, float] | None
+) -> tuple[DeadLetterRetry | None, DataFrame, float]:
+    """The rows to enrich and when their reading started: the input ``read`` while the
+    lease settled, or (None) a dead-letter retry's, read holding the lease."""
+    if read is not None:
+        return None, *read
+    started = time.monotonic()
+    retry = DeadLetterRetry.open(spark, spec)
+    return retry, retry.frame, started
+
+
+def _read(spark: SparkSession, spec: JobSpec) -> tuple[DataFrame, float]:
+    """The input, and when its reading started (the run's duration counts from there)."""
+    started = time.monotonic()
+    return read_input(spark, spec), started
 
 
 def _close_retry(

@@ -8,11 +8,13 @@ in one place.
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import fsspec
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from spark_jobs.partition_runner import ATTEMPTS_COLUMN, ERROR_COLUMN
 from spark_jobs.partition_runner.row_enrichment import HELPER_COLUMNS, SOURCE_FILE
@@ -109,16 +111,57 @@ def write_outputs(enriched: DataFrame, spec: JobSpec, directory: str) -> dict[st
             counted, F.count(F.lit(1)).alias("rows"), F.count_if(failed).alias("failed")
         )
         observed.filter(~failed).drop(*bookkeeping).write.mode("overwrite").parquet(f"{out}/data")
+        counts = counted.get
+        rows, failures = int(counts["rows"]), int(counts["failed"])
         dead = cached.filter(failed).drop(*spec.response_fields)
         dead = dead.withColumnRenamed(ERROR_COLUMN, "error").withColumnRenamed(
             ATTEMPTS_COLUMN, "attempts"
         )
-        dead.write.mode("overwrite").parquet(f"{out}/dead_letters")
-        counts = counted.get
+        if failures or not write_empty_parquet(f"{out}/dead_letters", dead.schema):
+            dead.write.mode("overwrite").parquet(f"{out}/dead_letters")
     finally:
         cached.unpersist()
-    rows, failures = int(counts["rows"]), int(counts["failed"])
     return {"enriched": rows - failures, "dead_letters": failures}
+
+
+_SPARK_SCHEMA_KEY = b"org.apache.spark.sql.parquet.row.metadata"
+_SPARK_VERSION_KEY = b"org.apache.spark.version"
+
+
+def write_empty_parquet(directory: str, schema: StructType) -> bool:
+    """``directory`` as Spark writes a DataFrame without rows (one Parquet file of the
+    schema, Spark's schema in its footer as Spark puts it there, and ``_SUCCESS``), in
+    a few milliseconds instead of a Spark job's 0.7 s; False, writing nothing, when the
+    schema holds a type whose Parquet form Spark's writer chooses for itself (timestamps,
+    decimals, maps): Spark writes those."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    if not all(_plain(field.dataType) for field in schema.fields):
+        return False
+    from pyspark import __version__
+
+    footer = {_SPARK_SCHEMA_KEY: schema.json().encode(), _SPARK_VERSION_KEY: __version__}
+    arrow = to_arrow_schema(schema).with_metadata(footer)
+    fs, path = fsspec.core.url_to_fs(directory)
+    fs.makedirs(path, exist_ok=True)
+    name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+    with fs.open(f"{path.rstrip('/')}/{name}", "wb") as file:
+        pq.write_table(arrow.empty_table(), file, compression="snappy")
+    fs.pipe_file(f"{path.rstrip('/')}/_SUCCESS", b"")
+    return True
+
+
+def _plain(data_type: Any) -> bool:
+    """A type pyarrow writes to Parquet as Spark does: strings, binary, booleans,
+    integers, floating point and dates, and structs and arrays of them."""
+    from pyspark.sql import types as T
+
+    if isinstance(data_type, T.StructType):
+        return all(_plain(field.dataType) for field in data_type.fields)
+    if isinstance(data_type, T.ArrayType):
+        return _plain(data_type.elementType)
+    plain = (T.StringType, T.BinaryType, T.BooleanType, T.LongType, T.IntegerType)
+    return isinstance(data_type, (*plain, T.DoubleType, T.FloatType, T.DateType))
 
 
 def input_fingerprint(frame: DataFrame) -> dict[str, list[Any]]:

@@ -27,6 +27,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import TypeVar, overload
 
 from fsspec import AbstractFileSystem
 
@@ -46,6 +47,7 @@ CLOCK_SKEW_S = 300.0
 #: A lease file is a few dozen bytes: larger ones are refused unread.
 MAX_LEASE_BYTES = 4096
 _SETTLE_S = 0.5  # between writing a lease and reading it back
+T = TypeVar("T")
 #: Seconds between two "still waiting" lines while another run holds the namespace.
 WAIT_REPORT_S = 10.0
 
@@ -95,9 +97,35 @@ class NamespaceLease:
         lease = self.read()
         return lease is not None and lease.owner == self.owner
 
-    def acquire(self, wait_s: float, poll_s: float = 1.0, report_s: float = WAIT_REPORT_S) -> None:
+    @overload
+    def acquire(self, wait_s: float, poll_s: float = ..., report_s: float = ...) -> None: ...
+
+    @overload
+    def acquire(
+        self,
+        wait_s: float,
+        poll_s: float = ...,
+        report_s: float = ...,
+        *,
+        meanwhile: Callable[[], T],
+    ) -> T: ...
+
+    def acquire(
+        self,
+        wait_s: float,
+        poll_s: float = 1.0,
+        report_s: float = WAIT_REPORT_S,
+        *,
+        meanwhile: Callable[[], T | None] = lambda: None,
+    ) -> T | None:
         """Take the lease, waiting up to ``wait_s`` for a live one to end or expire; while
-        waiting, say so every ``report_s`` (each poll reads the lease file, nothing more)."""
+        waiting, say so every ``report_s`` (each poll reads the lease file, nothing more).
+
+        ``meanwhile`` runs while a lease just written settles (the read-back that tells a
+        race's winner), in place of an idle wait: work that touches nothing of the
+        namespace, such as reading the input. Its result is returned once the lease is
+        this run's; a run that lost the race runs it again after its next write, so what
+        it returns was done holding the lease. Should it raise, the lease is let go."""
         started = self._clock()
         reported_at: float | None = None
         while True:
@@ -108,10 +136,9 @@ class NamespaceLease:
                     logger.warning(
                         "taking over the expired lease of run %s", printable(lease.owner)
                     )
-                self._write()
-                time.sleep(_SETTLE_S)
+                done = self._settle(meanwhile)
                 if self.holds():
-                    return
+                    return done
                 continue  # another run wrote after us: it won
             waited = now - started
             if waited >= wait_s:
@@ -140,6 +167,18 @@ class NamespaceLease:
                 )
                 reported_at = now
             time.sleep(poll_s)
+
+    def _settle(self, meanwhile: Callable[[], T | None]) -> T | None:
+        """Write the lease, run ``meanwhile`` and wait what is left of the settle."""
+        self._write()
+        written = time.monotonic()
+        try:
+            done = meanwhile()
+        except BaseException:
+            self.release()
+            raise
+        time.sleep(max(0.0, _SETTLE_S - (time.monotonic() - written)))
+        return done
 
     def renew(self) -> bool:
         """Extend the lease; False when another run has taken it (this run is fenced)."""

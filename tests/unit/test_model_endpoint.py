@@ -1,6 +1,8 @@
 """The model-endpoint enricher's pure parts: the providers' limit headers, the output
 schema (typed columns, validation), each answer's class, the request body and the config."""
 
+import asyncio
+import dataclasses
 import json
 import re
 
@@ -198,6 +200,162 @@ def test_a_call_sent_before_any_limit_was_known_gives_nothing_back_to_the_bucket
     level = pacing.bucket.wait_for(pacing.bucket.burst)
     pacing.settle(early, _reply(200, headers, usage=(5, 5)), RateController(None))
     assert pacing.bucket.wait_for(pacing.bucket.burst) == level  # no tokens from nowhere
+
+
+def test_what_is_left_of_the_window_is_spendable_before_its_reset_less_what_is_in_flight():
+    clock = _Clock()
+    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=60.0)
+    pacing = ModelPacing(config, partitions=2, clock=clock)
+    bucket = pacing.bucket
+    calls = []
+    for text in ("answered", "still out"):
+        bucket.give(1e9)  # a full bucket: room for the call
+        calls.append(asyncio.run(pacing.admit(json.dumps({"x": text}))))
+    answered, in_flight = calls
+    answered.sent_at = clock.now - 1.0
+    headers = {"x-ratelimit-remaining-tokens": "5000", "x-ratelimit-reset-tokens": "10s"}
+    pacing.settle(answered, _reply(200, headers), RateController(None))
+    # this partition's share, less its call in flight and what the rate releases by the reset
+    credit = 5000 * LIMIT_SHARE / 2 - in_flight.tokens - bucket.per_second * 10
+    assert bucket.credit == pytest.approx(credit)
+    assert bucket.wait_for(credit) == 0  # spendable now, beyond the rate
+    bucket.take(credit)
+    assert bucket.credit == pytest.approx(0)
+    pacing.settle(answered, _reply(200, headers), RateController(None))  # a fresh count
+    assert bucket.credit > 0
+    clock.now += 8.0 - 1e-6
+    assert bucket.credit > 0
+    clock.now += 2e-6  # the reset less a round trip (sent 1 s before it was answered)
+    assert bucket.credit == 0
+
+
+def test_a_window_nearly_spent_or_unstated_grants_no_credit():
+    clock = _Clock()
+    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=60.0)
+    pacing = ModelPacing(config, partitions=1, clock=clock)
+    answered = dataclasses.replace(_admitted(pacing), sent_at=clock.now - 0.1)
+    for headers in (
+        {"x-ratelimit-remaining-tokens": "900", "x-ratelimit-reset-tokens": "10s"},
+        {"x-ratelimit-remaining-tokens": "-1", "x-ratelimit-reset-tokens": "-1"},
+        {"x-ratelimit-remaining-tokens": "5000"},
+        {"x-ratelimit-remaining-tokens": "100", "x-ratelimit-reset-tokens": "0.5s"},  # paused
+    ):
+        pacing.settle(answered, _reply(200, headers), RateController(None))
+        assert pacing.bucket.credit == 0, headers
+
+
+def test_the_credit_holds_back_calls_admitted_after_the_answered_one_even_if_answered_first():
+    clock = _Clock()
+    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=60.0)
+    pacing = ModelPacing(config, partitions=1, clock=clock)
+    bucket = pacing.bucket
+    calls = []
+    for text in ("slow", "overtook", "out"):
+        bucket.give(1e9)
+        calls.append(asyncio.run(pacing.admit(json.dumps({"x": text}))))
+    slow, overtook, out = calls
+    headers = {"x-ratelimit-remaining-tokens": "5000", "x-ratelimit-reset-tokens": "10s"}
+    pacing.settle(overtook, _reply(200, headers), RateController(None))  # answered first
+    share = 5000 * LIMIT_SHARE - bucket.per_second * 10 - max(0.0, bucket.level)
+    pacing.settle(slow, _reply(200, headers), RateController(None))  # counted before both
+    assert bucket.credit == pytest.approx(share - overtook.tokens - out.tokens)
+
+
+@pytest.mark.parametrize("remaining", [0, 50, 900, 2000, 5000, 6000])
+def test_the_credit_never_exceeds_the_partitions_share_of_what_is_left_of_the_window(remaining):
+    clock = _Clock()
+    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=60.0)
+    pacing = ModelPacing(config, partitions=2, clock=clock)
+    answered = dataclasses.replace(_admitted(pacing), sent_at=clock.now)
+    for reset in ("0.1s", "1s", "30s"):
+        headers = {
+            "x-ratelimit-remaining-tokens": str(remaining),
+            "x-ratelimit-reset-tokens": reset,
+        }
+        pacing.settle(answered, _reply(200, headers), RateController(None))
+        assert 0 <= pacing.bucket.credit <= remaining * LIMIT_SHARE / 2
+
+
+def test_the_bucket_pays_before_the_credit_so_it_saves_no_burst_for_the_next_window():
+    clock = _Clock()
+    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=60.0)
+    bucket = ModelPacing(config, partitions=1, clock=clock).bucket
+    bucket.grant(1000, until=clock.now + 10)
+    clock.now += 1.0  # the bucket is full: a second of the rate
+    bucket.take(30)
+    assert bucket.credit == 1000 and bucket.level == pytest.approx(bucket.burst - 30)
+    bucket.take(bucket.level)  # the bucket spent: the credit pays beyond it
+    bucket.take(30)
+    assert bucket.credit == 970 and bucket.level == pytest.approx(0)
+
+
+def test_a_call_the_credit_paid_gives_nothing_back_to_the_level():
+    clock = _Clock()
+    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=60.0)
+    pacing = ModelPacing(config, partitions=1, clock=clock)
+    bucket = pacing.bucket
+    bucket.grant(1000, until=clock.now + 10)
+    paid = asyncio.run(pacing.admit(json.dumps({"x": "y"})))  # an empty bucket: the credit
+    assert not paid.paced and bucket.credit == pytest.approx(1000 - paid.tokens)
+    pacing.settle(paid, _reply(200, {}, usage=(1, 1)), RateController(None))
+    assert bucket.level == pytest.approx(0)  # its unused reservation is not the rate's
+
+
+def test_the_credit_is_granted_in_the_first_window_only():
+    clock = _Clock()
+    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=6.0)
+    pacing = ModelPacing(config, partitions=1, clock=clock)
+    headers = {"x-ratelimit-remaining-tokens": "5000", "x-ratelimit-reset-tokens": "3s"}
+    first = dataclasses.replace(_admitted(pacing), sent_at=clock.now)
+    pacing.settle(first, _reply(200, headers), RateController(None))
+    assert pacing.bucket.credit > 0
+    clock.now += 3.0  # the next window: the rate alone
+    headers["x-ratelimit-reset-tokens"] = "5.9s"
+    later = dataclasses.replace(_admitted(pacing), sent_at=clock.now)
+    pacing.settle(later, _reply(200, headers), RateController(None))
+    assert pacing.bucket.credit == 0
+
+
+def test_a_paused_bucket_saves_nothing_up_for_the_next_window():
+    clock = _Clock()
+    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=60.0)
+    bucket = ModelPacing(config, partitions=1, clock=clock).bucket
+    bucket.pause(clock.now + 5.0)
+    clock.now += 5.0
+    assert bucket.level == pytest.approx(0)  # it resumes empty, paced from the reset
+    clock.now += 0.5
+    assert bucket.level == pytest.approx(bucket.per_second * 0.5)
+
+
+def test_the_reservation_learns_what_the_provider_counts_of_the_estimated_prompt():
+    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=60.0)
+    pacing = ModelPacing(config, partitions=1, clock=_Clock())
+    body = json.dumps({"messages": [{"role": "user", "content": "word " * 100}]})
+    pacing.bucket.give(1e9)  # the clock stands still: room for every call
+    first = asyncio.run(pacing.admit(body))
+    for _ in range(60):  # the provider counts a quarter of the estimate
+        pacing.bucket.give(1e9)
+        call = asyncio.run(pacing.admit(body))
+        pacing.settle(call, _reply(200, {}, usage=(call.prompt // 4, 20)), RateController(None))
+    pacing.bucket.give(1e9)
+    later = asyncio.run(pacing.admit(body))
+    assert later.prompt == first.prompt  # the estimate itself (and its cost) stays
+    assert later.tokens - 20 == pytest.approx(first.prompt / 4, rel=0.05)
+
+
+def test_a_window_the_calls_already_sent_will_spend_pauses_the_bucket_until_its_reset():
+    clock = _Clock()
+    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=60.0)
+    pacing = ModelPacing(config, partitions=1, clock=clock)
+    calls = []
+    for text in ("answered", "out", "out too"):
+        pacing.bucket.give(1e9)
+        calls.append(asyncio.run(pacing.admit(json.dumps({"x": text}))))
+    answered = calls[0]
+    left = answered.tokens + calls[1].tokens + calls[2].tokens - 1  # not room for all three
+    headers = {"x-ratelimit-remaining-tokens": str(left), "x-ratelimit-reset-tokens": "2s"}
+    pacing.settle(answered, _reply(200, headers), RateController(None))
+    assert pacing.bucket.paused_until == pytest.approx(102.0)
 
 
 def _admitted(pacing):

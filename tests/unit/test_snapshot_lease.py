@@ -139,3 +139,47 @@ def test_an_owner_with_a_newline_reaches_logs_and_errors_escaped(tmp_path, caplo
     )
     assert "\n" not in str(raised.value) and "\x1b" not in caplog.text
     assert "run x\\n2026" in caplog.text
+
+
+def test_work_done_while_a_lease_settles_is_returned_once_the_lease_is_held(tmp_path):
+    store = SnapshotStore(str(tmp_path))
+    lease = store.lease(KEY, "first")
+    seen = []
+
+    def read_input() -> str:
+        seen.append(lease_file(store)["owner"])  # the lease is written before it runs
+        return "the input"
+
+    assert lease.acquire(0, meanwhile=read_input) == "the input"
+    assert seen == ["first"] and lease.holds()
+
+
+def test_work_done_for_a_race_lost_is_done_again_holding_the_lease(tmp_path):
+    store = SnapshotStore(str(tmp_path))
+    lease = store.lease(KEY, "first")
+    reads = []
+
+    def read_input() -> int:
+        if not reads:  # another run writes its lease after this one's (it wins the race)
+            now = time.time()
+            rival = {"owner": "rival", "expires_at": now + 0.2, "renewed_at": now}
+            path = f"{store.namespace_path(KEY)}/_lease.json"
+            with open(path, "w") as handle:
+                json.dump(rival, handle)
+        reads.append(len(reads) + 1)
+        return reads[-1]
+
+    assert lease.acquire(30, poll_s=0.05, meanwhile=read_input) == 2  # after the rival's expiry
+    assert lease.holds() and reads == [1, 2]
+
+
+def test_work_that_fails_while_a_lease_settles_lets_the_lease_go(tmp_path):
+    store = SnapshotStore(str(tmp_path))
+    lease = store.lease(KEY, "first")
+
+    def read_input() -> None:
+        raise ValueError("no such input")
+
+    with pytest.raises(ValueError, match="no such input"):
+        lease.acquire(0, meanwhile=read_input)
+    assert lease.read() is None  # the next run need not wait for its expiry
