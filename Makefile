@@ -22,13 +22,20 @@ $(STAMP): $(PY) requirements.txt constraints.txt pyproject.toml
 
 install: $(STAMP)
 
+# The suite runs on PYTEST_WORKERS pytest-xdist workers: most of a test's time is a JVM or
+# Airflow starting and loopback APIs answering, not CPU. --dist loadgroup keeps a file whose
+# fixture outlives a test on one worker, and the groups tests/conftest.py names; every other
+# test goes to whichever worker is free. PYTEST_WORKERS=0 runs the suite in one process.
+PYTEST_WORKERS ?= 3
+PYTEST_DIST = -n $(PYTEST_WORKERS) --dist loadgroup
+
 # The slowest tests are listed at the end: the suite's time budget is 30 min on 2 cores.
 test: $(STAMP)
-	$(PY) -m pytest -q --durations=40
+	$(PY) -m pytest -q --durations=40 $(PYTEST_DIST)
 
 # The suite plus the tests marked extended (user-size runs, second routes to one proof).
 test-extended: $(STAMP)
-	EXTENDED_TESTS=1 $(PY) -m pytest -q --durations=40
+	EXTENDED_TESTS=1 $(PY) -m pytest -q --durations=40 $(PYTEST_DIST)
 
 test-unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit

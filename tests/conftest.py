@@ -23,13 +23,39 @@ import pytest
 EXTENDED = os.environ.get("EXTENDED_TESTS") == "1"
 
 
+#: Session fixtures that start something heavy for a few tests: their tests run on one
+#: worker (``make test`` runs ``pytest -n``), so it starts once.
+ONE_WORKER_FIXTURES = frozenset({"spark_connect"})
+
+
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        group = _worker_group(item)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
     if EXTENDED:
         return
     skip = pytest.mark.skip(reason="extended test: set EXTENDED_TESTS=1 (make test-extended)")
     for item in items:
         if "extended" in item.keywords:
             item.add_marker(skip)
+
+
+def _worker_group(item) -> str | None:
+    """Which tests share a worker under ``--dist loadgroup`` (every other test goes to any
+    worker on its own). A group marked on the test wins (tests that touch the same thing
+    in the checkout, ``xdist_group``); a module- or class-scoped fixture keeps its file on
+    one worker, so the fixture starts once; so does a fixture of ONE_WORKER_FIXTURES."""
+    if item.get_closest_marker("xdist_group"):
+        return None
+    fixtures = getattr(item, "_fixtureinfo", None)
+    for name in getattr(item, "fixturenames", ()):
+        if name in ONE_WORKER_FIXTURES:
+            return name
+        definitions = fixtures.name2fixturedefs.get(name) if fixtures else None
+        if definitions and definitions[-1].scope in ("module", "class", "package"):
+            return item.nodeid.split("::")[0]
+    return None
 
 
 @pytest.fixture(scope="session")
