@@ -22,12 +22,14 @@ $(STAMP): $(PY) requirements.txt constraints.txt pyproject.toml
 
 install: $(STAMP)
 
-# The suite runs on PYTEST_WORKERS pytest-xdist workers: most of a test's time is a JVM or
-# Airflow starting and loopback APIs answering, not CPU. --dist loadgroup keeps a file whose
-# fixture outlives a test on one worker, and the groups tests/conftest.py names; every other
-# test goes to whichever worker is free. PYTEST_WORKERS=0 runs the suite in one process.
+# The suite runs on PYTEST_WORKERS pytest-xdist workers: much of a test's time is waiting
+# on a JVM, Airflow or a loopback API. --dist loadscope with the scopes of tests/conftest.py
+# (worker_scope): an integration or e2e file on one worker, unit tests one by one; in the
+# order collected (--no-loadscope-reorder), so the slow files start first and the unit
+# tests fill the end.
+# PYTEST_WORKERS=0 runs the suite in one process.
 PYTEST_WORKERS ?= 3
-PYTEST_DIST = -n $(PYTEST_WORKERS) --dist loadgroup
+PYTEST_DIST = -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 # The slowest tests are listed at the end: the suite's time budget is 30 min on 2 cores.
 test: $(STAMP)

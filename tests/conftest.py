@@ -13,6 +13,10 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ["PYTHONPATH"] = os.pathsep.join(
     filter(None, [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")])
 )
+# Every JVM spark-submit starts for a test (the jobs, Airflow's tasks, the session below)
+# lives a minute or so, most of it starting: C1-only compiling and a one-thread collector
+# halve a small job's wall time on 2 busy cores. Set SPARK_SUBMIT_OPTS to choose others.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 
 import pytest
@@ -23,16 +27,7 @@ import pytest
 EXTENDED = os.environ.get("EXTENDED_TESTS") == "1"
 
 
-#: Session fixtures that start something heavy for a few tests: their tests run on one
-#: worker (``make test`` runs ``pytest -n``), so it starts once.
-ONE_WORKER_FIXTURES = frozenset({"spark_connect"})
-
-
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        group = _worker_group(item)
-        if group:
-            item.add_marker(pytest.mark.xdist_group(group))
     if EXTENDED:
         return
     skip = pytest.mark.skip(reason="extended test: set EXTENDED_TESTS=1 (make test-extended)")
@@ -41,21 +36,41 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-def _worker_group(item) -> str | None:
-    """Which tests share a worker under ``--dist loadgroup`` (every other test goes to any
-    worker on its own). A group marked on the test wins (tests that touch the same thing
-    in the checkout, ``xdist_group``); a module- or class-scoped fixture keeps its file on
-    one worker, so the fixture starts once; so does a fixture of ONE_WORKER_FIXTURES."""
-    if item.get_closest_marker("xdist_group"):
+#: Files that build a wheel from the checkout (setuptools writes ``build/`` in the tree):
+#: one build at a time, so they share a worker.
+CHECKOUT_BUILD = frozenset(
+    {
+        "tests/e2e/test_wheel_install.py",
+        "tests/integration/test_enrich_job_shipped.py",
+        "tests/integration/test_plugin_loading.py",
+    }
+)
+
+
+def worker_scope(nodeid: str) -> str:
+    """What runs on one worker under ``make test`` (``pytest -n N --dist loadscope``): a
+    unit test alone; an integration or e2e file whole, so a fixture that outlives a test
+    (module-scoped, the Spark Connect server) starts once and the file's tests never run
+    beside each other; the files of CHECKOUT_BUILD together."""
+    path = nodeid.split("::", 1)[0]
+    if path in CHECKOUT_BUILD:
+        return "checkout-build"
+    return nodeid if path.startswith("tests/unit/") else path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadscope`` with :func:`worker_scope`'s scopes. pytest-xdist's ``loadgroup``
+    cannot group here: it renames ``item._nodeid``, which pytest 9.2 no longer reads."""
+    if config.getvalue("dist") != "loadscope":
         return None
-    fixtures = getattr(item, "_fixtureinfo", None)
-    for name in getattr(item, "fixturenames", ()):
-        if name in ONE_WORKER_FIXTURES:
-            return name
-        definitions = fixtures.name2fixturedefs.get(name) if fixtures else None
-        if definitions and definitions[-1].scope in ("module", "class", "package"):
-            return item.nodeid.split("::")[0]
-    return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_scope(nodeid)
+
+    return Scheduling(config, log)
 
 
 @pytest.fixture(scope="session")

@@ -14,9 +14,7 @@ import pytest
 
 from .test_fresh_clone import ROOT, clean_environment
 
-# Builds a wheel from the checkout (build/ in the tree): one build at a time, on one
-# worker (conftest, `make test`'s -n).
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("checkout-build")]
+pytestmark = pytest.mark.slow
 
 
 def run(*args: str, env: dict[str, str] | None = None, timeout: float = 1200) -> str:

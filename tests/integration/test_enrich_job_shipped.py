@@ -17,9 +17,7 @@ from demo.stack import demo_api
 from .job_support import ROOT, job_args, read_output, run_job, write_input
 from .spark_cluster import standalone_cluster
 
-# Builds a wheel from the checkout (build/ in the tree): one build at a time, on one
-# worker (conftest, `make test`'s -n).
-pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.xdist_group("checkout-build")]
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-# Builds a wheel from the checkout (build/ in the tree): one build at a time, on one
-# worker (conftest, `make test`'s -n).
-pytestmark = [pytest.mark.airflow, pytest.mark.xdist_group("checkout-build")]
+pytestmark = pytest.mark.airflow
 
 # What Airflow does with its plugins folder: on sys.path, then every .py not ignored
 # imported as a top-level module.
