@@ -30,7 +30,9 @@ from .airflow_support import DAG, assert_run_succeeds, committed, init_airflow, 
 from .job_support import read_output, write_input
 from .spark_cluster import standalone_cluster
 
-pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow]
+# A whole DAG run on a standalone cluster, twice for the retries, each wait up to 600 s: at
+# load 20 (3 test workers beside other suites) a test took longer than the suite's 600 s.
+pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 DAY = "2024-01-01"
 TOKEN = "s3cr3t-token"  # the connection's password in airflow_env
