@@ -22,13 +22,22 @@ $(STAMP): $(PY) requirements.txt constraints.txt pyproject.toml
 
 install: $(STAMP)
 
+# The suite runs on PYTEST_WORKERS pytest-xdist workers: much of a test's time is waiting
+# on a JVM, Airflow or a loopback API. --dist loadscope with the scopes of tests/conftest.py
+# (worker_scope): an integration or e2e file on one worker, unit tests one by one; in the
+# order collected (--no-loadscope-reorder), so the slow files start first and the unit
+# tests fill the end.
+# PYTEST_WORKERS=0 runs the suite in one process.
+PYTEST_WORKERS ?= 3
+PYTEST_DIST = -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder
+
 # The slowest tests are listed at the end: the suite's time budget is 30 min on 2 cores.
 test: $(STAMP)
-	$(PY) -m pytest -q --durations=40
+	$(PY) -m pytest -q --durations=40 $(PYTEST_DIST)
 
 # The suite plus the tests marked extended (user-size runs, second routes to one proof).
 test-extended: $(STAMP)
-	EXTENDED_TESTS=1 $(PY) -m pytest -q --durations=40
+	EXTENDED_TESTS=1 $(PY) -m pytest -q --durations=40 $(PYTEST_DIST)
 
 test-unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit

@@ -13,6 +13,10 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ["PYTHONPATH"] = os.pathsep.join(
     filter(None, [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")])
 )
+# Every JVM spark-submit starts for a test (the jobs, Airflow's tasks, the session below)
+# lives a minute or so, most of it starting: C1-only compiling and a one-thread collector
+# halve a small job's wall time on 2 busy cores. Set SPARK_SUBMIT_OPTS to choose others.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 
 import pytest
@@ -30,6 +34,43 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "extended" in item.keywords:
             item.add_marker(skip)
+
+
+#: Files that build a wheel from the checkout (setuptools writes ``build/`` in the tree):
+#: one build at a time, so they share a worker.
+CHECKOUT_BUILD = frozenset(
+    {
+        "tests/e2e/test_wheel_install.py",
+        "tests/integration/test_enrich_job_shipped.py",
+        "tests/integration/test_plugin_loading.py",
+    }
+)
+
+
+def worker_scope(nodeid: str) -> str:
+    """What runs on one worker under ``make test`` (``pytest -n N --dist loadscope``): a
+    unit test alone; an integration or e2e file whole, so a fixture that outlives a test
+    (module-scoped, the Spark Connect server) starts once and the file's tests never run
+    beside each other; the files of CHECKOUT_BUILD together."""
+    path = nodeid.split("::", 1)[0]
+    if path in CHECKOUT_BUILD:
+        return "checkout-build"
+    return nodeid if path.startswith("tests/unit/") else path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadscope`` with :func:`worker_scope`'s scopes. pytest-xdist's ``loadgroup``
+    cannot group here: it renames ``item._nodeid``, which pytest 9.2 no longer reads."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_scope(nodeid)
+
+    return Scheduling(config, log)
 
 
 @pytest.fixture(scope="session")

@@ -82,16 +82,21 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
 
 
-def pids_matching(text: str) -> list[int]:
-    """Processes whose command line contains ``text``."""
+def pids_matching(text: str, within: Path) -> list[int]:
+    """Processes whose command line contains ``text`` and that belong to a cluster under
+    ``within``: their command line names it (a worker's ``--work-dir``) or they run in it
+    (an executor and its Python workers run in the executor's work directory). Never
+    another process on the machine: another test's or a benchmark's Spark."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if text in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode():
-                    found.append(int(entry.name))
+                command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                cwd = Path(os.readlink(entry / "cwd"))
             except OSError:
                 continue
+            if text in command and (str(within) in command or cwd.is_relative_to(within)):
+                found.append(int(entry.name))
     return found
 
 
@@ -276,7 +281,7 @@ class Chaos:
             "python_worker": "pyspark.daemon",
             "worker": "deploy.worker.Worker",
         }[fault]
-        targets = pids_matching(marker)
+        targets = pids_matching(marker, self.tmp)
         if not targets:
             return f"no {marker} process to kill (the run had finished)"
         target = self.rng.choice(targets)

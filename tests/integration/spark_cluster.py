@@ -100,7 +100,7 @@ def standalone_cluster(
                     env={**auth, **(worker_env or {})},
                 )
             )
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + 300  # JVMs start slowly on a busy machine
         while time.monotonic() < deadline:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=2) as r:

@@ -30,7 +30,9 @@ from .airflow_support import DAG, assert_run_succeeds, committed, init_airflow, 
 from .job_support import read_output, write_input
 from .spark_cluster import standalone_cluster
 
-pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow]
+# A whole DAG run on a standalone cluster, twice for the retries, each wait up to 600 s: at
+# load 20 (3 test workers beside other suites) a test took longer than the suite's 600 s.
+pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 DAY = "2024-01-01"
 TOKEN = "s3cr3t-token"  # the connection's password in airflow_env
@@ -168,11 +170,13 @@ def stack(tmp_path_factory):
                 raise
 
 
-def task_process(exclude: frozenset[int] = frozenset()) -> psutil.Process | None:
+def task_process(rest: int, exclude: frozenset[int] = frozenset()) -> psutil.Process | None:
     """The process running the enrich task: the parent of the ``curl`` with which the
-    provider polls the driver's REST status (not one left orphaned by a killed task)."""
+    provider polls the driver's REST status (not one left orphaned by a killed task).
+    Only this cluster's master (REST port ``rest``): another test may poll its own."""
+    status = f"127.0.0.1:{rest}/v1/submissions/status/driver-"
     for process in psutil.process_iter(["cmdline"]):
-        if any("/v1/submissions/status/driver-" in part for part in process.info["cmdline"] or []):
+        if any(status in part for part in process.info["cmdline"] or []):
             try:
                 parent = process.parent()
             except psutil.NoSuchProcess:
@@ -185,23 +189,23 @@ def task_process(exclude: frozenset[int] = frozenset()) -> psutil.Process | None
 def start_and_kill_the_task(stack, day: str) -> tuple[str, float, int]:
     """Trigger ``day``; once snapshots are committed, SIGKILL the task's process (never
     the driver). Returns the run id, the seconds that process was alive, and its pid."""
-    api, services, tmp, _ = stack
+    api, services, tmp, rest = stack
     write_input(tmp / "data" / "input" / day / "part.jsonl", [f"{day}-{i}" for i in range(ROWS)])
     api.post("/stats/reset")
     run = services.request(
         "POST", f"/api/v2/dags/{DAG}/dagRuns", {"logical_date": f"{day}T00:00:00Z", "conf": CONF}
     )
-    victim = services.wait_for(task_process, 600, "the task polling its driver", 0.2)
+    victim = services.wait_for(lambda: task_process(rest), 600, "the task polling its driver", 0.2)
     services.wait_for(lambda: committed(tmp, day) >= ROWS // 5, 600, "snapshots", 0.3)
     alive = time.time() - victim.create_time()
     victim.send_signal(signal.SIGKILL)
     return run["dag_run_id"], alive, victim.pid
 
 
-def retry_alive_seconds(services, killed: int) -> float:
+def retry_alive_seconds(services, rest: int, killed: int) -> float:
     """Seconds the retry's task process lives, from its start to its exit."""
     process = services.wait_for(
-        lambda: task_process(frozenset({killed})), 600, "the retry polling its driver", 0.2
+        lambda: task_process(rest, frozenset({killed})), 600, "the retry polling its driver", 0.2
     )
     started = process.create_time()
     services.wait_for(lambda: not process.is_running(), 900, "the retry to end", 0.2)
@@ -209,10 +213,10 @@ def retry_alive_seconds(services, killed: int) -> float:
 
 
 def test_a_retry_whose_driver_still_runs_re_attaches_to_it(stack):
-    api, services, tmp, _ = stack
+    api, services, tmp, rest = stack
     day = "2024-01-02"
     run_id, first_alive, killed = start_and_kill_the_task(stack, day)
-    retry_alive = retry_alive_seconds(services, killed)
+    retry_alive = retry_alive_seconds(services, rest, killed)
     assert_run_succeeds(services, run_id)
     assert services.task_instance(DAG, run_id, "enrich")["try_number"] == 2
     retry_log = services.request(
@@ -244,7 +248,7 @@ def test_a_retry_whose_driver_died_too_resumes_from_the_snapshots(stack):
     with urllib.request.urlopen(kill, timeout=30) as answer:
         assert json.loads(answer.read())["success"], "the master killed the driver"
     paid, done = api.settled_calls(), committed(tmp, day)
-    retry_alive = retry_alive_seconds(services, killed)
+    retry_alive = retry_alive_seconds(services, rest, killed)
     assert_run_succeeds(services, run_id)
     assert len(set(drivers(tmp / "cluster")) - before) == 2, "the retry submitted a new driver"
     data_rows, dead, summary = read_output(tmp / "data" / "output" / day)

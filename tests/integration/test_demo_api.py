@@ -276,7 +276,7 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _wait_for_health(url: str, server: subprocess.Popen[str], timeout_s: float = 15) -> None:
+def _wait_for_health(url: str, server: subprocess.Popen[str], timeout_s: float = 120) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if server.poll() is not None:
@@ -297,10 +297,10 @@ def test_cli_serves_and_refuses_a_port_in_use() -> None:
     server = subprocess.Popen(command, cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True)
     try:
         _wait_for_health(f"http://127.0.0.1:{port}/health", server)
-        second = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=15)
+        second = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     finally:
         server.terminate()
-        _, server_log = server.communicate(timeout=15)
+        _, server_log = server.communicate(timeout=60)
     assert second.returncode == 2
     assert second.stderr == f"demo.api: port {port} on 127.0.0.1 is already in use\n"
     assert server.returncode == 0
