@@ -207,11 +207,7 @@ def test_what_is_left_of_the_window_is_spendable_before_its_reset_less_what_is_i
     config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=60.0)
     pacing = ModelPacing(config, partitions=2, clock=clock)
     bucket = pacing.bucket
-    calls = []
-    for text in ("answered", "still out"):
-        bucket.give(1e9)  # a full bucket: room for the call
-        calls.append(asyncio.run(pacing.admit(json.dumps({"x": text}))))
-    answered, in_flight = calls
+    answered, in_flight = _admit_each(pacing, "answered", "still out")
     answered.sent_at = clock.now - 1.0
     headers = {"x-ratelimit-remaining-tokens": "5000", "x-ratelimit-reset-tokens": "10s"}
     pacing.settle(answered, _reply(200, headers), RateController(None))
@@ -249,11 +245,7 @@ def test_the_credit_holds_back_calls_admitted_after_the_answered_one_even_if_ans
     config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=60.0)
     pacing = ModelPacing(config, partitions=1, clock=clock)
     bucket = pacing.bucket
-    calls = []
-    for text in ("slow", "overtook", "out"):
-        bucket.give(1e9)
-        calls.append(asyncio.run(pacing.admit(json.dumps({"x": text}))))
-    slow, overtook, out = calls
+    slow, overtook, out = _admit_each(pacing, "slow", "overtook", "out")
     headers = {"x-ratelimit-remaining-tokens": "5000", "x-ratelimit-reset-tokens": "10s"}
     pacing.settle(overtook, _reply(200, headers), RateController(None))  # answered first
     share = 5000 * LIMIT_SHARE - bucket.per_second * 10 - max(0.0, bucket.level)
@@ -356,6 +348,15 @@ def test_a_window_the_calls_already_sent_will_spend_pauses_the_bucket_until_its_
     headers = {"x-ratelimit-remaining-tokens": str(left), "x-ratelimit-reset-tokens": "2s"}
     pacing.settle(answered, _reply(200, headers), RateController(None))
     assert pacing.bucket.paused_until == pytest.approx(102.0)
+
+
+def _admit_each(pacing, *texts):
+    """One admitted call per text, each with a full bucket: room for the call."""
+    calls = []
+    for text in texts:
+        pacing.bucket.give(1e9)
+        calls.append(asyncio.run(pacing.admit(json.dumps({"x": text}))))
+    return calls
 
 
 def _admitted(pacing):
