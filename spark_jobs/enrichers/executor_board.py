@@ -1,20 +1,23 @@
 """What the tasks of one executor found of an API's rate limit, shared between them.
 
 Each partition finds its share of a limit nobody gave (``rate_control.py``) on its own,
-and each holds on to it: when a neighbour ends and no task takes its place (the last
-tasks of a stage, an executor with fewer tasks left than cores), the ones still sending
-keep their old share and only their probe, seconds later, finds the freed one; a cut
-taken while a neighbour was starting sets a share too low for as long. On ``local[2]``
-with 4 partitions that lone tail was the largest loss of the limit.
+and each holds on to it: when a neighbour ends or only waits on its last records (a body
+that stalls until the read deadline), the ones still sending keep their old share and
+only their probe, seconds later, finds the freed one; when a neighbour starts, they keep
+the share they had alone until 429s cut it. On ``local[2]`` with 4 partitions these
+changes of wave were the largest loss of the limit.
 
 So the tasks of an executor keep a small board, a file every Python worker of the
 executor opens (as ``executor_rate.py`` does for a given rate): each task's accepted
-rate, written at its ticks, and the executor's total at the last cut (the cutting task's
-new share and its neighbours' accepted rates). A task's fair share is that total over
-the tasks on the board: those holding their slot's lock (as ``executor_rate.py``'s
-slots; a killed worker's lock goes with it), and one that left less than ``GRACE_S``
-ago, the time a successor in its worker needs to start. No coordinator: each executor's
-tasks share what they found, executors still converge on their shares through the 429s.
+rate and whether its pace held sends back (it *wants* more), written at its ticks, and
+the executor's total at the last cut (the cutting task's new share and its neighbours'
+accepted rates). A task's fair share is max-min fair: the total less what the tasks that
+want no more use, over the tasks that want more. A task counts while it holds its
+slot's lock (as ``executor_rate.py``'s slots; a killed worker's lock goes with it), and
+wants more only while its entry is fresh: one that sends nothing is not using a share.
+A newcomer wants its share from its first tick, and the others give it up at their next
+tick, with no grace to wait out. No coordinator: each executor's tasks share what they
+found, executors still converge on their shares through the 429s.
 """
 
 from __future__ import annotations
@@ -29,15 +32,18 @@ from .executor_rate import MAX_SLOTS, executor_directory, take_slot
 
 logger = logging.getLogger(__name__)
 
-GRACE_S = 3.0
-"""A task that left counts this long: a successor in its worker starts within it (on a
-busy machine a Python worker, the input and the snapshots take seconds)."""
+FRESH_S = 2.5
+"""An entry older than this is a task sending nothing (draining, starting up): it uses no
+share until it writes again. Tasks write every tick they send in (0.25 s); a pause for a
+``Retry-After`` of 1 s, which all of them meet together, is not sending nothing."""
 TOTAL_MAX_AGE_S = 60.0
 """A total older than this is forgotten (as a predecessor's rate in ``learned_rates``)."""
 _TOTAL = struct.Struct("<dd")  # the executor's accepted rate at its last cut, cut at
-_ENTRY = struct.Struct("<ddd")  # a slot's accepted rate, written at, left at (0: there)
+_ENTRY = struct.Struct("<ddd")  # a slot's accepted rate, written at, wants more (1) or not
 MAX_BYTES = _TOTAL.size + MAX_SLOTS * _ENTRY.size
 """The board is never read beyond its slots, however large the file has grown."""
+Entries = dict[int, tuple[float, float, float]]
+"""Each slot's entry as written: accepted rate, written at, wants more (1.0) or not."""
 
 
 class ExecutorBoard:
@@ -48,50 +54,59 @@ class ExecutorBoard:
         self._directory = directory
         self._slot_fd, self._slot = take_slot(directory)
         self._fd = os.open(directory / "board", os.O_RDWR | os.O_CREAT, 0o600)
-        self._accepted = 0.0
         self._broken = False  # an I/O error: the task goes on finding its share alone
 
-    def publish(self, accepted: float, now: float) -> None:
-        """This task's accepted rate (requests/s) as of ``now`` (monotonic seconds)."""
-        self._accepted = accepted
-        self._write_entry(accepted, now, 0.0)
+    def publish(self, accepted: float, now: float, wants_more: bool) -> None:
+        """This task's accepted rate (requests/s) as of ``now`` (monotonic seconds), and
+        whether its pace held sends back since it last wrote."""
+        offset = _TOTAL.size + self._slot * _ENTRY.size
+        self._locked_write(offset, _ENTRY.pack(accepted, now, float(wants_more)))
 
     def record_cut(self, share: float, now: float) -> None:
-        """This task cut to ``share``: the executor's total is that and what its
-        neighbours accept now (they meet the same spent windows)."""
-        entries = self._read()[1]
-        others = sum(
-            accepted
-            for slot, (accepted, _, left_at) in entries.items()
-            if slot != self._slot and not left_at and self._held(slot)
-        )
+        """This task cut to ``share``: the executor's total is that, as much again for
+        each neighbour that wants more (they meet the same spent windows, and a young
+        one has not measured its share yet), and what the others accept."""
+        neighbours = self._neighbours(self._read()[1], now)
+        others = sum(share if wants else accepted for accepted, wants in neighbours)
         self._locked_write(0, _TOTAL.pack(share + others, now))
 
     def fair_share(self, now: float) -> float | None:
-        """The executor's total over the tasks on its board; None before any cut or
-        ``TOTAL_MAX_AGE_S`` after the last."""
+        """The executor's total less what the neighbours that want no more accept, over
+        this task and the neighbours that want more; None before any cut,
+        ``TOTAL_MAX_AGE_S`` after the last, or when nothing is left of it."""
         (total, cut_at), entries = self._read()
-        present = sum(
-            1
-            for slot, (_, _, left_at) in entries.items()
-            if (now - left_at < GRACE_S if left_at else self._held(slot))
-        )
-        if not total > 0 or now - cut_at > TOTAL_MAX_AGE_S or present == 0:
-            return None
-        return total / present
+        if not total > 0 or now - cut_at > TOTAL_MAX_AGE_S or self._slot not in entries:
+            return None  # no total, or a board that is not this task's (torn, foreign)
+        wanting = 1
+        for accepted, wants_more in self._neighbours(entries, now):
+            if wants_more:
+                wanting += 1
+            else:
+                total -= accepted
+        return total / wanting if total > 0 else None
 
-    def leave(self, now: float) -> None:
-        """This task ends: its share is the others' after ``GRACE_S`` unless a successor
-        takes the slot; the slot's lock is given back."""
-        try:
-            self._write_entry(self._accepted, now, now)
-        finally:
-            for fd in (self._fd, self._slot_fd):
-                os.close(fd)
+    def spare(self, now: float) -> float:
+        """What the executor's total leaves unused now, by what its other tasks accept:
+        a newcomer starts there while the others give way, not above the limit."""
+        (total, _), entries = self._read()
+        spare = total - sum(accepted for accepted, _ in self._neighbours(entries, now))
+        return max(spare, 0.0)
 
-    def _write_entry(self, accepted: float, now: float, left_at: float) -> None:
-        offset = _TOTAL.size + self._slot * _ENTRY.size
-        self._locked_write(offset, _ENTRY.pack(accepted, now, left_at))
+    def leave(self) -> None:
+        """This task ends: its slot's lock is given back, and with it its share."""
+        for fd in (self._fd, self._slot_fd):
+            os.close(fd)
+
+    def _neighbours(self, entries: Entries, now: float) -> list[tuple[float, bool]]:
+        """The accepted rate and want of each other task still on the board; one whose
+        entry is not fresh sends nothing and wants nothing."""
+        found = []
+        for slot, (accepted, written_at, wants_more) in entries.items():
+            if slot == self._slot or not self._held(slot):
+                continue
+            fresh = now - written_at <= FRESH_S
+            found.append((accepted, bool(wants_more)) if fresh else (0.0, False))
+        return found
 
     def _locked_write(self, offset: int, data: bytes) -> None:
         if self._broken:
@@ -105,7 +120,7 @@ class ExecutorBoard:
         except OSError as exc:
             self._give_up(exc)
 
-    def _read(self) -> tuple[tuple[float, float], dict[int, tuple[float, float, float]]]:
+    def _read(self) -> tuple[tuple[float, float], Entries]:
         """The total and every written slot's entry; what is not a number is left out
         (the file is the executor's own, but a torn or foreign one must not stop a task)."""
         if self._broken:

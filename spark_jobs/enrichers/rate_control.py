@@ -114,20 +114,22 @@ class RateController:
         if window < 1 or not 0 < share <= 1:
             raise ValueError(f"need window >= 1 and share in (0, 1], got {window!r}, {share!r}")
         self.ceiling = ceiling
-        # accepted at the last cut (w_max); a predecessor's (``learned_rates``) to start
-        self.ceiling_hint: float | None = learned if ceiling is None else None
-        self.slow_start = ceiling is None and self.ceiling_hint is None
-        hint = self.ceiling_hint
+        now = clock()
+        joined = self._join(board, now) if ceiling is None else None
+        # accepted at the last cut (w_max); to start, the executor's fair share, else a
+        # predecessor's (``learned_rates``)
+        hint = None if ceiling is not None else joined[0] if joined else learned
+        self.ceiling_hint: float | None = hint
+        self.slow_start = ceiling is None and hint is None
         self.rate = ceiling or (max(APPROACH * hint, MIN_RATE) if hint else start_rate)
+        if joined:  # the approach climbs from what the others leave to the fair share
+            self.rate = max(min(self.rate, joined[1]), MIN_RATE)
         self.decreases = 0
         self.epoch = 0  # changes with every cut or pause: waiting slots are taken anew
         self._policy_rate: float | None = None
         self._shared = shared  # the executor's schedule, when its tasks pace together
         self._board = board  # what the executor's tasks found, when no rate is given
         self._clock = clock
-        now = clock()
-        if board is not None:
-            board.publish(0.0, now)  # here from now on: the executor's share is split anew
         self._born = now
         self._interval = 1.0 / self.rate
         self._next = now  # GCRA: when the next send may go
@@ -146,6 +148,17 @@ class RateController:
         self._recent: deque[bool] = deque()  # True: throttled; since the last cut
         self._recent_throttled = 0
         self._run = 0  # throttled answers in a row, since the last cut
+        self._held_back = False  # a send waited for its slot this tick: more is wanted
+
+    @staticmethod
+    def _join(board: ExecutorBoard | None, now: float) -> tuple[float, float] | None:
+        """Take a place on the executor's board: the fair share found there (fresher
+        than a predecessor's) and what the others leave unused now, if it has a total."""
+        if board is None:
+            return None
+        board.publish(0.0, now, True)  # here from now on: the executor's share is split anew
+        fair = board.fair_share(now)
+        return (fair, board.spare(now)) if fair else None
 
     def reserve(self) -> float:
         """Take the next send slot; returns how many seconds to wait before sending."""
@@ -156,12 +169,15 @@ class RateController:
         if self._shared is not None:
             start = self._shared.reserve(start)
         self._next = start + self._interval
+        if start > now:
+            self._held_back = True
         return start - now
 
     def try_reserve(self) -> bool:
         """Take a send slot only if one is free right now (a hedge never waits)."""
         now = self._clock()
         if self._next > now or self._paused_until > now:
+            self._held_back = True
             return False
         if self._shared is not None and not self._shared.try_reserve(now):
             return False
@@ -249,12 +265,18 @@ class RateController:
         behind a fast climb, so it is low on leaving slow start; the probe regains the
         rest). A target from the rate tried would sit above the limit, where a share of
         429s too small to count as sustained would go on and on."""
-        attempted = min(self.rate, self._sent_rate) if self._sent_rate > 0 else self.rate
-        accepted = self._accepted_rate(now)
-        base = min(self.rate, accepted) if accepted > 0 else attempted
-        self.ceiling_hint = base
-        if self._board is not None:
-            self._board.record_cut(base, now)
+        hint = self.ceiling_hint
+        if hint is not None and now - self._born < ACCEPTED_TICKS * TICK_S:
+            # Too young to have measured its share: the rate gives way, the share found
+            # (the executor's, a predecessor's) stands.
+            base = min(self.rate, hint)
+        else:
+            attempted = min(self.rate, self._sent_rate) if self._sent_rate > 0 else self.rate
+            accepted = self._accepted_rate(now)
+            base = min(self.rate, accepted) if accepted > 0 else attempted
+            self.ceiling_hint = base
+            if self._board is not None:
+                self._board.record_cut(base, now)
         self.slow_start = False
         self._last_cut = now
         self._probe_since = None
@@ -274,11 +296,12 @@ class RateController:
         self._tick_start, self._tick_sends, self._tick_at = now, 0, now + TICK_S
         self._tick_accepted = 0
         if self._board is not None:
-            self._board.publish(self._accepted_rate(now), now)
+            self._board.publish(self._accepted_rate(now), now, self._held_back)
+        self._held_back = False
         if now < self._paused_until:
             return
+        hint = self._executor_hint(now)  # first: it may move the rate
         rate = self.rate
-        hint = self._executor_hint(now)
         if self.slow_start:
             rate *= SLOW_START_GROWTH**elapsed
         elif hint is not None and rate < APPROACH * hint:
@@ -295,13 +318,17 @@ class RateController:
         self._set_rate(min(rate, max(used, self.rate)))
 
     def _executor_hint(self, now: float) -> float | None:
-        """The share found, raised to the executor's fair share where that is well above
-        it: a neighbour left and no task took its place (``executor_board.py``)."""
+        """The share found, moved to the executor's fair share where that is well off it
+        (``executor_board.py``): above, a neighbour left or wants no more; below, one
+        joined or wants more, and the rate gives way at once, not at the next 429s."""
         hint = self.ceiling_hint
         if self._board is None or hint is None or self.slow_start:
             return hint
         fair = self._board.fair_share(now)
         if fair is not None and fair > STALE_HINT * hint:
+            self.ceiling_hint = hint = fair
+        elif fair is not None and fair * STALE_HINT < hint:
+            self._set_rate(self.rate * fair / hint)
             self.ceiling_hint = hint = fair
         return hint
 

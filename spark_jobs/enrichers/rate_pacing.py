@@ -6,8 +6,6 @@ next partition when it ends."""
 
 from __future__ import annotations
 
-import time
-
 from . import learned_rates
 from .config import HttpEnricherConfig
 from .executor_board import open_board
@@ -48,5 +46,5 @@ class RatePacing:
             self._schedule.close()
             self._schedule = None
         if self._board is not None:
-            self._board.leave(time.monotonic())
+            self._board.leave()
             self._board = None
