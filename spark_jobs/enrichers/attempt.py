@@ -27,6 +27,8 @@ from yarl import URL
 
 from spark_jobs.asyncwait import Deadline
 
+from .stragglers import AttemptProgress, StragglerWatch
+
 #: What the client accepts; the decoder below handles exactly these.
 ACCEPT_ENCODING = "gzip, deflate"
 _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
@@ -36,6 +38,7 @@ _TIMEOUT_MESSAGES = {
     "first byte": "no response headers within first_byte_timeout",
     "stall": "the body stalled for read_timeout",
     "total": "no complete response within total_timeout",
+    "straggler": "silent, after the partition's input had ended, past the straggler limit",
 }
 
 
@@ -82,16 +85,19 @@ async def send(
     url: str | URL,
     body: str | None,
     limits: AttemptLimits,
+    stragglers: StragglerWatch,
 ) -> Reply:
     """Send once and read the whole answer, or raise: an aiohttp error, AttemptTimeout,
-    BodyTooLarge or UnsupportedEncoding."""
+    BodyTooLarge or UnsupportedEncoding. ``stragglers`` may cut the attempt early."""
     loop = asyncio.get_running_loop()
     start = loop.time()
     end = start + limits.total if limits.total is not None else None
     phase, phase_s = "first byte", limits.first_byte
     timer = Deadline(_earliest(end, start, limits.first_byte))
+    progress = None
     try:
         async with timer:
+            progress = stragglers.begin(timer, start)
             # Sent exactly as built: yarl would otherwise resolve dot segments.
             target = URL(url, encoded=True) if isinstance(url, str) else url
             # Never followed here: a hop would carry the secret headers to whatever
@@ -100,30 +106,38 @@ async def send(
             async with request as response:
                 phase, phase_s = "stall", limits.stall
                 decoder = _decoder(response.headers.get("Content-Encoding"))
-                payload = await _read_capped(response.content, decoder, limits, timer, end)
+                payload = await _read_capped(response.content, decoder, limits, progress, end)
                 headers = response.headers
                 return Reply(response.status, payload, headers.get("Retry-After"), headers)
     except TimeoutError:
         if not timer.expired():
             raise
+        if progress is not None and progress.cut_after is not None:
+            raise AttemptTimeout("straggler", progress.cut_after) from None
         if end is not None and loop.time() >= end - 0.001:
             raise AttemptTimeout("total", limits.total or 0.0) from None
         raise AttemptTimeout(phase, phase_s or 0.0) from None
+    finally:
+        if progress is not None:
+            stragglers.end(progress)
 
 
 async def _read_capped(
     content: aiohttp.StreamReader,
     decoder: zlib._Decompress | None,
     limits: AttemptLimits,
-    timer: Deadline,
+    progress: AttemptProgress,
     end: float | None,
 ) -> bytes:
     loop = asyncio.get_running_loop()
     chunks: list[bytes] = []
     size = 0
     cap = limits.max_bytes
+    timer = progress.timer
     while True:
-        timer.move(_earliest(end, loop.time(), limits.stall))
+        now = loop.time()
+        progress.heard(now)  # the headers, then each chunk
+        timer.move(_earliest(end, now, limits.stall))
         chunk = await content.readany()
         if not chunk:
             break

@@ -136,6 +136,11 @@ class HttpEnricher:
             self._cache.put(key, output)
         return output
 
+    def input_ended(self) -> None:
+        """The partition's input has ended: from now on an attempt gone silent is sent
+        again early, as a straggler (``stragglers.py``)."""
+        self._sender.stragglers.input_ended()
+
     # -- observability ----------------------------------------------------------------
 
     def observe_requests(self, observer: RequestObserver | None) -> None:
@@ -161,6 +166,7 @@ class HttpEnricher:
             "rate_decreases": sender.rate.decreases,
             "batches_sent": self._calls.batches_sent,
             "hedges_sent": sender.hedges_sent,
+            "stragglers_resent": sender.stragglers_resent,
             "retries_by_reason": dict(sender.retries_by_reason),
             "response_cache_hits": self._calls.stored_hits,
         }

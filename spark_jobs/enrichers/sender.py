@@ -41,6 +41,7 @@ from .redirects import REDIRECT_STATUSES, Hop, RedirectRefused, next_hop
 from .request_budget import RequestBudget
 from .secrets import Secret
 from .session import open_session
+from .stragglers import StragglerWatch
 
 if TYPE_CHECKING:
     from spark_jobs.telemetry import RequestObserver
@@ -69,6 +70,7 @@ class RequestSender:
             total=config.total_timeout,
             max_bytes=config.max_response_bytes,
         )
+        self.stragglers = StragglerWatch()
         self._hedge: HedgeDelay | None = None
         if config.hedge_after is not None:
             self._hedge = HedgeDelay(
@@ -80,6 +82,7 @@ class RequestSender:
         self.retryable_errors = 0
         self.throttled = 0
         self.hedges_sent = 0
+        self.stragglers_resent = 0
         self.retries_by_reason: Counter[str] = Counter()
         self.observer: RequestObserver | None = None  # set when telemetry is on
 
@@ -89,6 +92,7 @@ class RequestSender:
         self.session, self._secrets = open_session(self.config)
 
     async def close(self) -> None:
+        await self.stragglers.aclose()
         self._rate_pacing.close()
         if self.session is not None:
             await self.session.close()
@@ -186,8 +190,10 @@ class RequestSender:
             if 200 <= status < 300 or (status == 404 and allow_404):
                 success = True
                 self.rate.accepted()
+                took = time.monotonic() - started
+                self.stragglers.answered(took)
                 if self._hedge is not None:
-                    self._hedge.observe(time.monotonic() - started)
+                    self._hedge.observe(took)
                 return status, reply.payload
             raise self._status_error(method, url, status, reply)
         except ThrottledError as error:
@@ -257,7 +263,7 @@ class RequestSender:
     ) -> Reply:
         """One attempt; every way it can fail below HTTP becomes an EnrichmentError."""
         try:
-            return await send(session, method, url, body, self._limits)
+            return await send(session, method, url, body, self._limits, self.stragglers)
         except BodyTooLarge as exc:
             raise ResponseTooLargeError(self.redact(f"{method} {url}: body {exc}")) from None
         except UnsupportedEncoding as exc:
@@ -290,6 +296,7 @@ class RequestSender:
         corrupt bodies and passed deadlines all have the next attempt as their cure."""
         if isinstance(exc, AttemptTimeout):
             reason = str(exc)
+            self.stragglers_resent += exc.phase == "straggler"
         elif isinstance(exc, aiohttp.ConnectionTimeoutError):
             reason = "connect timeout"
         elif isinstance(exc, aiohttp.ClientResponseError):  # from the parser, not a status

@@ -83,8 +83,11 @@ class InputRows:
             if type(element) is tuple and element[0] in wanted:
                 self._rows[element[0]] = element[1]
 
-    def admit(self, elements: Iterator[Element], stop: Callable[[], bool]) -> Iterator[Any]:
-        """The operator's source: row indexes and watermarks, until ``stop()`` says so.
+    def admit(
+        self, elements: Iterator[Element], stop: Callable[[], bool], ended: Callable[[], None]
+    ) -> Iterator[Any]:
+        """The operator's source: row indexes and watermarks, until ``stop()`` says so;
+        ``ended()`` is called when they have all been read.
 
         Once the request budget is spent it ends early: the operator then drains the calls
         already sent, and the input offset marks where the next run goes on.
@@ -97,3 +100,4 @@ class InputRows:
                 yield element[0]
             else:
                 yield element
+        ended()

@@ -91,6 +91,8 @@ class RowEnrichment:
     counters: Callable[[], dict[str, int]]
     stored: ResponseCache | None = None
     """The partition's part of the response cache, whose new answers each cut writes."""
+    input_ended: Callable[[], None] = lambda: None
+    """Told when the partition's input has ended (the HTTP enricher's stragglers)."""
 
 
 @asynccontextmanager
@@ -131,7 +133,7 @@ async def open_row_enrichment(
             counters = _http_counters(enrich)
             if pacing is not None:
                 counters = _with_tokens(counters, pacing)
-            yield RowEnrichment(_guarded(spec, enrich), counters, stored)
+            yield RowEnrichment(_guarded(spec, enrich), counters, stored, enrich.input_ended)
     finally:
         if stored is not None:
             await asyncio.to_thread(stored.keep, stored.take())  # what no cut took

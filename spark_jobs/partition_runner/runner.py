@@ -217,7 +217,8 @@ class _Attempt:
                 retry=default_retry_strategy(spec.max_attempts),
             )
             stream = self.operator.run(
-                self.inputs.admit(elements, lambda: self.budget.spent), restored=restored
+                self.inputs.admit(elements, lambda: self.budget.spent, enrichment.input_ended),
+                restored=restored,
             )
             try:
                 async with (

@@ -54,11 +54,20 @@ def test_skip_advances_to_the_offset_and_keeps_only_pending_rows() -> None:
 
 def test_admit_gives_indexes_keeps_rows_and_stops_when_told() -> None:
     inputs = InputRows()
-    spent = False
-    source = inputs.admit(iter([(0, {"id": "a"}), Watermark(5), (1, {"id": "b"})]), lambda: spent)
+    spent, ended = False, []
+    elements = iter([(0, {"id": "a"}), Watermark(5), (1, {"id": "b"})])
+    source = inputs.admit(elements, lambda: spent, lambda: ended.append(True))
     assert next(source) == 0 and inputs[0] == {"id": "a"}
     assert next(source) == Watermark(5)
     spent = True
     assert list(source) == []
     assert len(inputs) == 1
     assert inputs.pop(0) == {"id": "a"} and len(inputs) == 0
+    assert ended == []  # stopped early: the input did not end
+
+
+def test_admit_says_when_the_input_has_ended() -> None:
+    inputs, ended = InputRows(), []
+    source = inputs.admit(iter([(0, {"id": "a"})]), lambda: False, lambda: ended.append(True))
+    assert next(source) == 0 and ended == []
+    assert list(source) == [] and ended == [True]

@@ -1,0 +1,127 @@
+"""Stragglers at the end of a partition's input (``enrichers/stragglers.py``), against a
+real loopback server: once the input has ended a silent attempt is sent again long before
+its read-stall deadline; before that, and for a body that keeps arriving, nothing is cut."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from aiohttp import web
+
+from demo.wire_faults import stall
+from spark_jobs.asyncwait import AsyncWaitOperator, Result
+from spark_jobs.enrichers import HttpEnricher, HttpEnricherConfig, default_retry_strategy
+from spark_jobs.enrichers.stragglers import MIN_ANSWERS, MIN_SILENCE_S
+
+from .http_support import serve
+
+PATIENT = {"read_timeout": 60.0, "first_byte_timeout": 60.0, "total_timeout": 60.0}
+"""Deadlines no test waits out: only the straggler watch can cut an attempt early."""
+QUICK = [{"id": f"k{i}"} for i in range(2 * MIN_ANSWERS)]
+
+
+def stalling_once(
+    calls: Counter[str], slow: str, again: asyncio.Event | None = None
+) -> Callable[..., Any]:
+    """Answers every key at once, but ``slow``'s first call: headers, then silence.
+    ``again`` is set when ``slow`` is called a second time."""
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        key = request.path.rsplit("/", 1)[1]
+        calls[key] += 1
+        response = web.json_response({"name": key})
+        if key == slow and calls[key] == 1:
+            return await stall(request, response)
+        if key == slow and again is not None:
+            again.set()
+        return response
+
+    return handler
+
+
+async def enrich_all(enrich: HttpEnricher, source: AsyncIterator[dict[str, Any]]) -> dict[str, Any]:
+    operator = AsyncWaitOperator(
+        enrich, capacity=100, timeout=50, retry=default_retry_strategy(max_attempts=3)
+    )
+    outputs = [o async for o in operator.run(source)][:-1]
+    return {o.record["id"]: o for o in outputs}
+
+
+def config(base_url: str, **overrides: Any) -> HttpEnricherConfig:
+    settings = {"url_template": base_url + "/customers/{id}", "response_fields": {"name": "$.name"}}
+    return HttpEnricherConfig(**{**settings, **PATIENT, **overrides})
+
+
+async def test_once_the_input_has_ended_a_silent_attempt_is_sent_again():
+    calls: Counter[str] = Counter()
+    async with serve(stalling_once(calls, "slow")) as base_url:
+        async with HttpEnricher(config(base_url)) as enrich:
+
+            async def source() -> AsyncIterator[dict[str, Any]]:
+                for record in [*QUICK, {"id": "slow"}]:
+                    yield record
+                enrich.input_ended()  # as the partition runner does
+
+            # Only the cut ends it: the stalled attempt's own deadlines are a minute away.
+            outputs = await asyncio.wait_for(enrich_all(enrich, source()), 45)
+            stats = enrich.stats
+    slow = outputs["slow"]
+    assert isinstance(slow, Result) and slow.value == {"name": "slow"} and slow.attempts == 2
+    assert calls["slow"] == 2 and stats["stragglers_resent"] == 1
+    assert all(isinstance(outputs[r["id"]], Result) for r in QUICK)
+    assert all(calls[r["id"]] == 1 for r in QUICK)
+
+
+async def test_before_the_input_ends_only_the_read_stall_deadline_cuts():
+    """Other records still to come keep the partition busy: the stalled attempt runs to
+    its read_timeout, and then the input ends."""
+    calls: Counter[str] = Counter()
+    retried = asyncio.Event()
+    async with serve(stalling_once(calls, "slow", retried)) as base_url:
+        async with HttpEnricher(config(base_url, read_timeout=1.0)) as enrich:
+
+            async def source() -> AsyncIterator[dict[str, Any]]:
+                for record in [*QUICK, {"id": "slow"}]:
+                    yield record
+                await retried.wait()  # the read_timeout cut the stalled attempt
+                enrich.input_ended()
+
+            outputs = await asyncio.wait_for(enrich_all(enrich, source()), 45)
+            stats = enrich.stats
+    assert isinstance(outputs["slow"], Result) and outputs["slow"].attempts == 2
+    assert calls["slow"] == 2 and stats["stragglers_resent"] == 0
+
+
+async def test_a_body_that_keeps_arriving_is_never_cut_however_long_it_takes():
+    calls: Counter[str] = Counter()
+    chunks, gap = 80, MIN_SILENCE_S / 10  # 2 s in all, never silent for long
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        key = request.path.rsplit("/", 1)[1]
+        calls[key] += 1
+        if key != "long":
+            return web.json_response({"name": key})
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        await response.write(b'{"name": "long", "pad": "')
+        for _ in range(chunks):
+            await asyncio.sleep(gap)
+            await response.write(b"x")
+        await response.write(b'"}')
+        return response
+
+    async with serve(handler) as base_url:
+        async with HttpEnricher(config(base_url)) as enrich:
+
+            async def source() -> AsyncIterator[dict[str, Any]]:
+                for record in [*QUICK, {"id": "long"}]:
+                    yield record
+                enrich.input_ended()
+
+            outputs = await asyncio.wait_for(enrich_all(enrich, source()), 45)
+            stats = enrich.stats
+    assert isinstance(outputs["long"], Result) and outputs["long"].attempts == 1
+    assert calls["long"] == 1 and stats["stragglers_resent"] == 0
