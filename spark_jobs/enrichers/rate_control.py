@@ -114,22 +114,20 @@ class RateController:
         if window < 1 or not 0 < share <= 1:
             raise ValueError(f"need window >= 1 and share in (0, 1], got {window!r}, {share!r}")
         self.ceiling = ceiling
-        now = clock()
-        joined = self._join(board, now) if ceiling is None else None
-        # accepted at the last cut (w_max); to start, the executor's fair share, else a
-        # predecessor's (``learned_rates``)
-        hint = None if ceiling is not None else joined[0] if joined else learned
-        self.ceiling_hint: float | None = hint
-        self.slow_start = ceiling is None and hint is None
+        # accepted at the last cut (w_max); a predecessor's (``learned_rates``) to start
+        self.ceiling_hint: float | None = learned if ceiling is None else None
+        self.slow_start = ceiling is None and self.ceiling_hint is None
+        hint = self.ceiling_hint
         self.rate = ceiling or (max(APPROACH * hint, MIN_RATE) if hint else start_rate)
-        if joined:  # the approach climbs from what the others leave to the fair share
-            self.rate = max(min(self.rate, joined[1]), MIN_RATE)
         self.decreases = 0
         self.epoch = 0  # changes with every cut or pause: waiting slots are taken anew
         self._policy_rate: float | None = None
         self._shared = shared  # the executor's schedule, when its tasks pace together
-        self._board = board  # what the executor's tasks found, when no rate is given
+        # what the executor's tasks found, when no rate is given; joined at the first send
+        self._board = board if ceiling is None else None
+        self._joined = self._board is None
         self._clock = clock
+        now = clock()
         self._born = now
         self._interval = 1.0 / self.rate
         self._next = now  # GCRA: when the next send may go
@@ -150,19 +148,26 @@ class RateController:
         self._run = 0  # throttled answers in a row, since the last cut
         self._held_back = False  # a send waited for its slot this tick: more is wanted
 
-    @staticmethod
-    def _join(board: ExecutorBoard | None, now: float) -> tuple[float, float] | None:
-        """Take a place on the executor's board: the fair share found there (fresher
-        than a predecessor's) and what the others leave unused now, if it has a total."""
-        if board is None:
-            return None
+    def _join(self, board: ExecutorBoard, now: float) -> None:
+        """Take a place on the executor's board at the first send (not before: a task
+        still reading its input uses no share). The fair share found there is fresher
+        than a predecessor's; the rate climbs to it from what the others leave unused."""
+        self._joined = True
         board.publish(0.0, now, True)  # here from now on: the executor's share is split anew
         fair = board.fair_share(now)
-        return (fair, board.spare(now)) if fair else None
+        if not fair:
+            return
+        self.ceiling_hint, self.slow_start = fair, False
+        self._set_rate(min(APPROACH * fair, board.spare(now)))
+        self._born = self._tick_start = self._next = now
+        self._tick_at = now + TICK_S
 
     def reserve(self) -> float:
         """Take the next send slot; returns how many seconds to wait before sending."""
         now = self._clock()
+        if not self._joined:
+            assert self._board is not None
+            self._join(self._board, now)
         start = self._next if self._next > now else now
         if self._paused_until > start:
             start = self._paused_until
@@ -176,6 +181,9 @@ class RateController:
     def try_reserve(self) -> bool:
         """Take a send slot only if one is free right now (a hedge never waits)."""
         now = self._clock()
+        if not self._joined:
+            assert self._board is not None
+            self._join(self._board, now)
         if self._next > now or self._paused_until > now:
             self._held_back = True
             return False

@@ -42,16 +42,20 @@ def test_a_task_left_alone_takes_the_share_of_the_one_that_ended(tmp_path):
 
 
 def test_a_newcomer_takes_its_share_and_the_others_give_way_before_any_429(tmp_path):
-    """A task that joins starts at the executor's fair share, and the one that had the
-    executor to itself halves its rate at its next tick: the limit's windows stay
-    within it, where a newcomer at its predecessor's whole share would meet 429s."""
+    """A task that joins (at its first send) starts at the executor's fair share, and
+    the one that had the executor to itself halves its rate at its next tick: the
+    limit's windows stay within it, where a newcomer at its predecessor's whole share
+    would meet 429s."""
     clock = FakeClock()
     server, survivor, made = _pair(tmp_path, clock, True)
     made[1].leave()
     simulate(server, [survivor], clock, 10)
-    assert survivor.rate >= 0.9 * 200
+    assert survivor.ceiling_hint >= 0.9 * 200  # the share it holds: all of it
     throttled_before = server.throttled
     newcomer = RateController(learned=200.0, clock=clock, board=ExecutorBoard(tmp_path))
+    simulate(server, [survivor], clock, 2)  # reading its input: it takes no share yet
+    assert survivor.ceiling_hint >= 0.9 * 200
+    newcomer.reserve()  # its first send: it joins
     assert newcomer.rate <= 0.55 * 200  # the fair share, not the predecessor's 200
     simulate(server, [survivor, newcomer], clock, 1)
     assert survivor.rate <= 0.55 * 200
