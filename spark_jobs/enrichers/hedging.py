@@ -22,6 +22,8 @@ T = TypeVar("T")
 _SAMPLES = 256  # latencies kept for the percentile
 _MIN_SAMPLES = 20  # no percentile hedging before this many answers: too little to know
 _RECOMPUTE_EVERY = 32  # answers between two recomputations of the percentile
+RETRY_S = 0.02
+"""A hedge with no free slot is asked again this often (about one rate slot at 50/s)."""
 
 
 class HedgeDelay:
@@ -60,16 +62,20 @@ async def race(
 
     The first *answer* wins: a value or a permanent error. A retryable failure (reset,
     stall, 5xx) of one leaves the other running; only when both fail is the first
-    failure raised. ``hedge()`` may return None (no capacity for it): then this is just
-    ``first()``. The loser is cancelled and awaited, so nothing outlives the call.
+    failure raised. ``hedge()`` may return None (no capacity for it right now): it is
+    asked again every ``RETRY_S`` while the first call is out (calls hedged at the same
+    moment, on a busy loop, would otherwise all but one go without). The loser is
+    cancelled and awaited, so nothing outlives the call.
     """
     tasks = [asyncio.ensure_future(first())]
     try:
         done, _ = await asyncio.wait(tasks, timeout=delay)
-        if not done:
+        while not done:
             second = hedge()
             if second is not None:
                 tasks.append(asyncio.ensure_future(second))
+                break
+            done, _ = await asyncio.wait(tasks, timeout=RETRY_S)
         pending = set(tasks)
         failure: BaseException | None = None
         while pending:
