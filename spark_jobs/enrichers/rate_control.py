@@ -30,8 +30,9 @@ moves the rate itself:
 Each partition runs its own controller: partitions sharing a limit all see its 429s in
 the same window and cut together, so they settle on about equal shares without talking
 to each other. The tasks of one executor also share what they found: the executor's
-total at the last cut over the tasks still there (``executor_board.py``), so a task left
-alone takes the share of one that ended at once instead of a probe's seconds. A given
+total at the last cut, split max-min fair over its tasks (``executor_board.py``), so a
+task left alone takes the share of one that ended at once instead of a probe's seconds,
+and one that joins (at its first send) takes its share before any 429. A given
 ``--requests-per-second`` stays a hard ceiling (per executor:
 ``executor_rate.py``), a ``RateLimit-Policy`` another. The rate grows only while it is
 used (at most twice the rate sent), so an idle spell does not end in a burst.
