@@ -15,7 +15,7 @@ accepted rates). A task's fair share is max-min fair: the total less what the ta
 want no more use, over the tasks that want more. A task counts while it holds its
 slot's lock (as ``executor_rate.py``'s slots; a killed worker's lock goes with it), and
 wants more only while its entry is fresh: one that sends nothing is not using a share.
-A newcomer wants its share from its first tick, and the others give it up at their next
+A newcomer wants its share from its first send, and the others give it up at their next
 tick, with no grace to wait out. No coordinator: each executor's tasks share what they
 found, executors still converge on their shares through the 429s.
 """

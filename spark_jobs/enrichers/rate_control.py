@@ -149,11 +149,20 @@ class RateController:
         self._run = 0  # throttled answers in a row, since the last cut
         self._held_back = False  # a send waited for its slot this tick: more is wanted
 
-    def _join(self, board: ExecutorBoard, now: float) -> None:
+    def _now(self) -> float:
+        """The clock; at the first send, the place on the executor's board taken too."""
+        now = self._clock()
+        if not self._joined:
+            self._join(now)
+        return now
+
+    def _join(self, now: float) -> None:
         """Take a place on the executor's board at the first send (not before: a task
         still reading its input uses no share). The fair share found there is fresher
         than a predecessor's; the rate climbs to it from what the others leave unused."""
         self._joined = True
+        board = self._board
+        assert board is not None  # only a controller with a board joins
         board.publish(0.0, now, True)  # here from now on: the executor's share is split anew
         fair = board.fair_share(now)
         if not fair:
@@ -165,10 +174,7 @@ class RateController:
 
     def reserve(self) -> float:
         """Take the next send slot; returns how many seconds to wait before sending."""
-        now = self._clock()
-        if not self._joined:
-            assert self._board is not None
-            self._join(self._board, now)
+        now = self._now()
         start = self._next if self._next > now else now
         if self._paused_until > start:
             start = self._paused_until
@@ -181,10 +187,7 @@ class RateController:
 
     def try_reserve(self) -> bool:
         """Take a send slot only if one is free right now (a hedge never waits)."""
-        now = self._clock()
-        if not self._joined:
-            assert self._board is not None
-            self._join(self._board, now)
+        now = self._now()
         if self._next > now or self._paused_until > now:
             self._held_back = True
             return False
