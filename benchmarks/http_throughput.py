@@ -22,7 +22,10 @@ concurrency); per capacity, ``ratio_to_raw_aiohttp`` of the operator (target >= 
 and the same for ordered mode. ``--operator-capacity-factor`` gives the operator's queue
 more room than the HTTP concurrency (the enricher's ``capacity`` still caps requests in
 flight), because the operator holds a slot until a record is emitted, not just while
-its call runs. Results go to ``benchmarks/results/http.json``.
+its call runs. Each contender first runs one unmeasured slice per capacity: the
+connections, and the enricher's slow start, which only a worker's first partition of an
+API pays (its successors start at the rate it reached, ``learned_rates.py``), are not
+what this measures. Results go to ``benchmarks/results/http.json``.
 """
 
 from __future__ import annotations
@@ -229,6 +232,10 @@ def bench_capacity(
     names = list(runners)
     totals = {name: {"ok": 0, "wall": 0.0, "cpu": 0.0, "in_flight": []} for name in names}
     sizes = [n // rounds + (1 if r < n % rounds else 0) for r in range(rounds)]
+    for name in names:  # warm-up, unmeasured
+        runners[name](
+            base_url, [f"warm-{name}-{capacity}-{i}" for i in range(sizes[0])], capacity, InFlight()
+        )
     for r, size in enumerate(sizes):
         shift = r % len(names)
         for name in names[shift:] + names[:shift]:

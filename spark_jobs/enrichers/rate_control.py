@@ -50,6 +50,7 @@ from spark_jobs import defaults
 
 from .executor_board import ExecutorBoard
 from .executor_rate import ExecutorSchedule
+from .learned_rates import LearnedRate
 from .rate_headers import MAX_RESET_S, QuotaHint
 
 START_RATE = 50.0
@@ -148,6 +149,26 @@ class RateController:
         self._recent_throttled = 0
         self._run = 0  # throttled answers in a row, since the last cut
         self._held_back = False  # a send waited for its slot this tick: more is wanted
+        self._peak_accepted = 0.0  # the most accepted over a second, at a tick
+
+    def found(self) -> LearnedRate | None:
+        """What this partition found of the API's rate, for its successor: the share at
+        its last cut, else (still in slow start) the most it was accepted at."""
+        if self.ceiling_hint is not None:
+            return LearnedRate(self.ceiling_hint, limited=True)
+        self._note_peak(self._clock())
+        if self.slow_start and self._peak_accepted > 0:
+            return LearnedRate(self._peak_accepted, limited=False)
+        return None
+
+    def _note_peak(self, now: float) -> None:
+        """The most answers accepted per second so far, over the last second or the
+        partition's life if shorter (a floor for its successor, not a cut's evidence:
+        every one of them was accepted)."""
+        span = min(ACCEPTED_TICKS * TICK_S + (now - self._tick_start), now - self._born)
+        accepted = sum(self._accepted_ticks) + self._tick_accepted
+        if span >= TICK_S:
+            self._peak_accepted = max(self._peak_accepted, accepted / span)
 
     def _now(self) -> float:
         """The clock; at the first send, the place on the executor's board taken too."""
@@ -307,8 +328,10 @@ class RateController:
         self._accepted_index = (self._accepted_index + 1) % ACCEPTED_TICKS
         self._tick_start, self._tick_sends, self._tick_at = now, 0, now + TICK_S
         self._tick_accepted = 0
+        accepted = self._accepted_rate(now)
+        self._note_peak(now)
         if self._board is not None:
-            self._board.publish(self._accepted_rate(now), now, self._held_back)
+            self._board.publish(accepted, now, self._held_back)
         self._held_back = False
         if now < self._paused_until:
             return

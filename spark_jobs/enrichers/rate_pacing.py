@@ -10,7 +10,7 @@ from . import learned_rates
 from .config import HttpEnricherConfig
 from .executor_board import open_board
 from .executor_rate import open_schedule
-from .rate_control import RateController
+from .rate_control import START_RATE, RateController
 
 
 class RatePacing:
@@ -27,11 +27,15 @@ class RatePacing:
             self._board = open_board(self._key)
         # Paced with the executor's other tasks, a task alone may use their share too.
         ceiling = config.rate_per_partition if self._schedule is None else given
+        learned = learned_rates.recall(self._key)
+        share = learned.rate if learned is not None and learned.limited else None
+        floor = learned.rate if learned is not None and not learned.limited else 0.0
         self.controller = RateController(
             ceiling,
             window=config.throttle_window,
             share=config.throttle_share,
-            learned=learned_rates.recall(self._key),
+            start_rate=max(START_RATE, floor),  # slow start goes on from a floor found
+            learned=share,
             shared=self._schedule,
             board=self._board,
         )
@@ -40,8 +44,10 @@ class RatePacing:
         """Leave the share found to the next partition and the executor's other tasks;
         give back the executor slot."""
         controller = self.controller
-        if controller.ceiling is None and controller.ceiling_hint is not None:
-            learned_rates.remember(self._key, controller.ceiling_hint)
+        if controller.ceiling is None:
+            found = controller.found()
+            if found is not None:
+                learned_rates.remember(self._key, found)
         if self._schedule is not None:
             self._schedule.close()
             self._schedule = None

@@ -1,8 +1,11 @@
-"""A partition's learned share of a rate limit reaches the next partition of the same
-API and credential in this worker, and only while it is recent."""
+"""A partition's learned share of a rate limit (or, with no limit met, the rate it was
+accepted at) reaches the next partition of the same API and credential in this worker,
+and only while it is recent."""
 
 from spark_jobs.enrichers import learned_rates
 from spark_jobs.enrichers.config import HttpEnricherConfig
+from spark_jobs.enrichers.learned_rates import LearnedRate
+from spark_jobs.enrichers.rate_control import RateController
 from spark_jobs.enrichers.sender import RequestSender
 
 from .test_enricher_rate_control import FakeClock
@@ -39,12 +42,36 @@ async def test_a_given_rate_is_not_learned_nor_overridden():
     assert RequestSender(api, None).rate.rate == 40
 
 
+def test_a_partition_that_met_no_limit_found_the_rate_it_was_accepted_at():
+    """A short partition of a fast API ends still in slow start: what it hands on is no
+    share of a limit but the rate the API accepted."""
+    clock = FakeClock()
+    controller = RateController(clock=clock)
+    for _ in range(16):  # 800 calls/s accepted over two seconds, no 429
+        for _ in range(100):
+            controller.sending()
+            controller.accepted()
+        clock.now += 0.125
+    controller.sending()
+    assert controller.slow_start
+    found = controller.found()
+    assert found is not None and not found.limited and 600 <= found.rate <= 800
+
+
+def test_its_successor_goes_on_with_slow_start_from_that_rate():
+    api = config("http://fast.test/{id}")
+    learned_rates.remember(learned_rates.key_for(api), LearnedRate(800.0, limited=False))
+    successor = RequestSender(api, None).rate
+    assert successor.slow_start and successor.ceiling_hint is None
+    assert successor.rate == 800.0  # not START_RATE again
+
+
 def test_a_learned_rate_is_forgotten_once_its_neighbours_are_likely_gone():
     clock = FakeClock()
-    learned_rates.remember("k", 120.0, clock)
+    learned_rates.remember("k", LearnedRate(120.0, limited=True), clock)
     clock.now += learned_rates.MAX_AGE_S - 1
-    assert learned_rates.recall("k", clock) == 120.0
+    assert learned_rates.recall("k", clock) == LearnedRate(120.0, limited=True)
     clock.now += 2
     assert learned_rates.recall("k", clock) is None
-    learned_rates.remember("k", 0.0, clock)  # nothing accepted: nothing learned
+    learned_rates.remember("k", LearnedRate(0.0, limited=True), clock)  # nothing accepted
     assert learned_rates.recall("k", clock) is None
