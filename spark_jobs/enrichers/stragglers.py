@@ -12,7 +12,8 @@ retried at once, as the read-stall deadline would have done later.
 
 Before the input ends nothing is cut: other records keep the slot busy, and only the
 read-stall deadline applies. An attempt still receiving bytes is never cut, however long
-its body takes; without ``MIN_ANSWERS`` answers to judge by, nothing is. The cut spends
+its body takes; without ``MIN_ANSWERS`` answers to judge by, nothing is; nor right after
+the event loop itself was held up, when the silence may be answers not yet read. The cut spends
 the attempt like any stall, so an API that answers everyone slowly at the end still runs
 out of attempts, not into a loop.
 """
@@ -99,12 +100,19 @@ class StragglerWatch:
 
     async def _watch(self) -> None:
         loop = asyncio.get_running_loop()
+        checked = loop.time()
         while True:
             await asyncio.sleep(CHECK_S)
+            now, last = loop.time(), checked
+            checked = now
+            if now - last > 2 * CHECK_S:
+                # The loop itself was held up (a busy machine, a long callback): answers
+                # may be waiting in their sockets unread. That silence is ours; look
+                # again once they have been read.
+                continue
             limit = self.silence_limit()
             if limit is None:
                 continue
-            now = loop.time()
             for progress in self._attempts:
                 if progress.cut_after is None and now - progress.heard_at > limit:
                     progress.cut_after = limit
