@@ -6,6 +6,7 @@ model, parameters and rendered prompt."""
 from __future__ import annotations
 
 import asyncio
+import math
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -21,6 +22,7 @@ from spark_jobs.enrichers.model_endpoint import (
     ModelPacing,
     request_options,
 )
+from spark_jobs.enrichers.model_endpoint.fixed_window import EVIDENCE_S
 from spark_jobs.enrichers.model_endpoint.pacing import LIMIT_SHARE
 from spark_jobs.partition_runner.cache_scope import scope_of
 from spark_jobs.partition_runner.response_cache import ResponseCache
@@ -127,6 +129,41 @@ async def test_pacing_follows_the_headers_and_ignores_nonsense(nonsense):
     expected = (1000 if nonsense else 1200) * LIMIT_SHARE / 2.0
     assert pacing.bucket.per_second == pytest.approx(expected)
     assert api.stats["throttled"] <= 0.1 * api.stats["requests"], dict(api.stats)
+
+
+async def test_a_fixed_window_is_recognised_and_spent_from_its_start_without_429s():
+    """The demo endpoint's window is a fixed one: once its answers have agreed on their
+    windows' ends, each window's tokens go out at its start (a bucket would pace them
+    over the whole window), filling it, and no call is refused."""
+    window_s = 1.0
+    api = ModelApi(ModelLimits(requests=1000, tokens=300, window_s=window_s), latency_s=0.05)
+    async with run_model_api(api) as base:
+        config = ModelConfig(
+            model="m", prompt="Classify {title}", limits_window_s=window_s,
+            parameters={"max_tokens": 40},
+        )  # fmt: skip
+        capacity = asyncio.Semaphore(8)  # the operator's: calls in flight
+
+        async def one(record: dict) -> Any:
+            async with capacity:
+                return await outcome(enrich, record)
+
+        async with model_enricher(base, config) as (enrich, pacing):
+            results = await asyncio.gather(*(one({"title": f"record {i}"}) for i in range(200)))
+    assert all(isinstance(r, dict) for r in results), results
+    assert pacing.window.fixed
+    assert api.stats["throttled"] == 0, dict(api.stats)
+    tokens: dict[int, list[float]] = {}  # per window, the admitted calls' tokens by half
+    for at, used, admitted in api.timeline:
+        if admitted:
+            halves = tokens.setdefault(int(at // window_s), [0.0, 0.0])
+            halves[int(at % window_s >= window_s / 2)] += used
+    first_fixed = math.ceil(EVIDENCE_S / window_s) + 2  # evidence, then its own window
+    whole = range(first_fixed, max(tokens))  # the last window is partial
+    assert len(whole) >= 3, tokens
+    for index in whole:
+        early, late = tokens[index]
+        assert early + late >= 0.95 * 300 and early >= 0.9 * (early + late), (index, tokens)
 
 
 async def test_the_cost_budget_stops_calls_before_they_are_sent():

@@ -54,11 +54,15 @@ from ..rate_headers import QuotaHint
 from ..request_budget import RequestBudget
 from .answers import usage
 from .config import ModelConfig
+from .fixed_window import FixedWindow
 from .limits import provider_limits
 from .tokens import prompt_tokens
 
 LIMIT_SHARE = 0.98
 """The share of a token or request limit paced for: the estimates' margin."""
+WINDOW_SHARE = 0.995
+"""The share of a fixed window's limit spent (``fixed_window.py``): only the estimates of
+the calls still out at its end can be wrong, not when a call is counted."""
 BURST_S = 1.0
 """Seconds of tokens a bucket saves up when idle. It starts empty: a full bucket at the
 start would add its burst to the first window's paced tokens, over a fixed window's limit."""
@@ -185,6 +189,8 @@ class Admission:
     admitted_after: float = 0.0
     """The partition's total of admitted tokens once this call was: what was admitted
     after it is the total now less this."""
+    window: int | None = None
+    """The fixed window (its number) the call was taken in; None: the bucket's, or none."""
     paced: bool = True
     """Taken from the bucket's level. The calls sent before any limit was known took
     nothing, and those the credit paid took from the credit, so their settlement gives
@@ -209,8 +215,9 @@ class ModelPacing:
         self._clock = clock
         self._configured = config.tokens_per_minute
         self.bucket: TokenBucket | None = None
+        self.window = FixedWindow(config.limits_window_s, clock)
         if self._configured:
-            self.bucket = TokenBucket(self._share(self._configured), clock)
+            self._set_limit(self._configured)
         self._completion = float(config.completion_reserve)
         self._prompt_ratio = 1.0  # what the provider counts per token estimated, learned
         self._first_window_ends: float | None = None  # the window a credit is granted in
@@ -234,16 +241,28 @@ class ModelPacing:
             units = max(1, math.ceil(cost * COST_UNITS))
             await self._budget.spend(units)
         tokens = prompt * self._prompt_ratio + self._completion
-        paced = self.bucket is not None
-        if self.bucket is not None:
-            async with untimed():
-                paced = not await self.bucket.acquire(tokens)
+        async with untimed():
+            window, paced = await self._reserve(tokens)
         self._admissions += 1
         self._admitted += tokens
         self._in_flight[self._admissions] = tokens
         return Admission(
-            tokens, prompt, units, self._clock(), self._admissions, self._admitted, paced
+            tokens, prompt, units, self._clock(), self._admissions, self._admitted, window, paced
         )
+
+    async def _reserve(self, tokens: float) -> tuple[int | None, bool]:
+        """Take ``tokens`` from the fixed window (returned) or else the bucket (True: from
+        its level). A call that waited in the bucket while the window turned fixed is
+        the window's: taken from both, it would be tokens beyond the window's share."""
+        if not self.window.fixed:
+            if self.bucket is None:
+                return None, False
+            paced = not await self.bucket.acquire(tokens)
+            if not self.window.fixed:
+                return None, paced
+            if paced:
+                self.bucket.give(tokens)
+        return await self.window.acquire(tokens), False
 
     def settle(self, admitted: Admission, reply: Reply | None, rate: RateController) -> None:
         """The answer's usage settles the reservation; its headers steer the limits. No
@@ -255,7 +274,9 @@ class ModelPacing:
             used_tokens, used_units = 0.0, 0
             if 200 <= reply.status < 300:
                 used_tokens, used_units = self._used(reply, admitted)
-        if self.bucket is not None and admitted.paced:
+        if admitted.window is not None:
+            self.window.give(admitted.tokens - used_tokens, admitted.window)
+        elif self.bucket is not None and admitted.paced:
             self.bucket.give(admitted.tokens - used_tokens)
         if self._budget is not None:
             self._budget.settle(admitted.cost_units, used_units)
@@ -293,16 +314,16 @@ class ModelPacing:
         if limits.requests is not None:
             rate.observe_quota(limits.requests, self._clock())
         if limits.tokens_limit is not None:
-            stated = min(limits.tokens_limit, self._configured or limits.tokens_limit)
-            if self.bucket is None:
-                self.bucket = TokenBucket(self._share(stated), self._clock)
-            elif abs(self.bucket.per_second - self._share(stated)) > 1e-9:
-                self.bucket.set_rate(self._share(stated))
+            self._set_limit(min(limits.tokens_limit, self._configured or limits.tokens_limit))
         bucket = self.bucket
         remaining, reset = limits.tokens_remaining, limits.tokens_reset_s
         if bucket is None or remaining is None or not reset:
             return
-        if remaining - self._uncounted(admitted) < admitted.tokens:
+        left = remaining - self._uncounted(admitted)
+        self.window.observe(admitted.sent_at, self._clock(), reset, left)
+        if self.window.fixed:  # its share, not the rate nor a credit
+            return
+        if left < admitted.tokens:
             bucket.pause(self._clock() + reset)
             return
         ends = admitted.sent_at + reset  # the earliest end of the window it was counted in
@@ -310,6 +331,15 @@ class ModelPacing:
             self._first_window_ends = ends
         if ends < self._first_window_ends + self.config.limits_window_s / 2:
             self._grant(bucket, remaining, reset, admitted)
+
+    def _set_limit(self, per_window: float) -> None:
+        """Pace for ``per_window`` tokens (the bucket's rate, the fixed window's share)."""
+        per_second = self._share(per_window)
+        if self.bucket is None:
+            self.bucket = TokenBucket(per_second, self._clock)
+        elif abs(self.bucket.per_second - per_second) > 1e-9:
+            self.bucket.set_rate(per_second)
+        self.window.allowance = per_window * WINDOW_SHARE / self._partitions
 
     def _grant(self, bucket: TokenBucket, remaining: float, reset: float, call: Admission) -> None:
         """The credit of what is left of the provider's window (see the module's doc).
