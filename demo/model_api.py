@@ -234,8 +234,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--malformed-every", type=int, default=0, help="every Nth prompt (0)")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds per answer (0)")
     parser.add_argument("--nonsense-headers", action="store_true", help="-1 in every header")
+    parser.add_argument(
+        "--windows-from-first-call", action="store_true", help="the first call opens a window"
+    )
     args = parser.parse_args(argv)
-    limits = ModelLimits(args.requests, args.tokens, args.window, args.nonsense_headers)
+    limits = ModelLimits(
+        args.requests, args.tokens, args.window, args.nonsense_headers, args.windows_from_first_call
+    )
     api = ModelApi(limits, args.malformed_every, args.latency)
     asyncio.run(_serve(api, args.port))
 

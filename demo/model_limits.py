@@ -9,6 +9,11 @@ answer carries:
 ``x-ratelimit-limit-requests``, ``x-ratelimit-remaining-requests``,
 ``x-ratelimit-reset-requests`` (a duration such as ``1.5s``), and the same for ``tokens``.
 
+Windows follow each other from the endpoint's start; ``from_first_call=True`` opens the
+first at the first call instead (a limiter that starts a key's window at its first
+request, and a benchmark whose contenders each start at a window's start, not at
+whatever point of one their start-up ended).
+
 ``nonsense=True`` is a misbehaving gateway: every one of those headers ``-1`` and no
 ``Retry-After``; the limits still hold.
 """
@@ -29,6 +34,7 @@ class ModelLimits:
     tokens: int | None = None
     window_s: float = 60.0
     nonsense: bool = False
+    from_first_call: bool = False
 
     def __post_init__(self) -> None:
         for name in ("requests", "tokens"):
@@ -45,13 +51,15 @@ class LimitWindow:
     def __init__(self, limits: ModelLimits, clock: Callable[[], float] = time.monotonic) -> None:
         self.limits = limits
         self._clock = clock
-        self._started = clock()
+        self._started: float | None = None if limits.from_first_call else clock()
         self._window = 0
         self.requests = 0
         self.tokens = 0
 
     def elapsed(self) -> float:
         """Seconds since the first window opened (windows are aligned to it)."""
+        if self._started is None:  # opened by the first call
+            self._started = self._clock()
         return self._clock() - self._started
 
     def admit(self, tokens: int) -> tuple[bool, dict[str, str]]:
