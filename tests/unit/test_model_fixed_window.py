@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spark_jobs.enrichers.model_endpoint import ModelConfig, ModelPacing
 from spark_jobs.enrichers.model_endpoint.fixed_window import EVIDENCE_S, FixedWindow
@@ -137,3 +140,51 @@ def test_a_call_larger_than_the_share_goes_alone_in_an_unspent_window():
     assert window.wait_for(5000) == 0
     window.take(5000)
     assert window.wait_for(1) > 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sends=st.lists(st.floats(0.0, 20.0), min_size=40, max_size=120),
+    transits=st.lists(st.floats(0.0, 0.05), min_size=120, max_size=120),
+    latencies=st.lists(st.floats(0.0, 2.0), min_size=120, max_size=120),
+)
+def test_a_fixed_windows_answers_in_any_order_never_look_like_a_bucket(sends, transits, latencies):
+    """Calls counted a random transit after sending and answered in any order: once the
+    answers have agreed for long enough, the window stays fixed to the end."""
+    clock = _Clock()
+    window = FixedWindow(WINDOW_S, clock)
+    window.allowance = 1000.0
+    answers = []
+    for sent, transit, latency in zip(sorted(sends), transits, latencies, strict=False):
+        counted = 100.0 + sent + transit
+        reset = round(WINDOW_S - (counted - 100.0) % WINDOW_S, 3)  # ms, as headers say
+        answers.append((counted + latency, 100.0 + sent, reset))
+    agreed = False
+    for answered, sent, reset in sorted(answers):
+        clock.now = answered
+        window.observe(sent, answered, reset, left=1e9)
+        agreed = agreed or window._fixed_from < math.inf
+        assert not agreed or window._fixed_from < math.inf, "a fixed window's answer disagreed"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    gaps=st.lists(st.floats(0.01, 0.5), min_size=40, max_size=120),
+    latency=st.floats(0.0, 1.0),
+    tokens=st.integers(10, 400),
+)
+def test_a_buckets_answers_never_make_a_fixed_window(gaps, latency, tokens):
+    """A bucket refilled at 100 tokens/s: each answer's reset is the time until it is
+    full again, an end that moves with every call; the window never turns fixed."""
+    clock = _Clock()
+    window = FixedWindow(WINDOW_S, clock)
+    window.allowance = 1000.0
+    deficit, at = 0.0, 100.0
+    for gap in gaps:
+        deficit = max(0.0, deficit - 100.0 * gap) + tokens
+        at += gap
+        clock.now = at + latency
+        window.observe(at, clock.now, round(deficit / 100.0, 3), left=1e9)
+        clock.now += 2 * WINDOW_S
+        assert not window.fixed
+        clock.now = at + latency
