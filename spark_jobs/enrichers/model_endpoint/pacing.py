@@ -30,7 +30,9 @@ it did not). Calls take from the bucket first and from the credit only beyond it
 bucket never saves up a burst while the credit pays. After the first window the rate
 alone fills 0.98 of each window: a credit there, spent at each window's end from a
 remaining the other partitions spend too, filled windows to the last token and drew 429s
-at the end of every other one (1.5-2.3 % of the calls in ``make bench-model``).
+at the end of every other one (1.5-2.3 % of the calls in ``make bench-model``). A
+provider whose window is fixed, not a bucket, has each later window's share sent from
+its start instead (``fixed_window.py``; no partition can spend another's share there).
 
 The spend under ``--max-cost`` is reserved and settled the same way, in micro units of
 the price's currency, against the run's ledger (``RequestBudget``): the reservation
