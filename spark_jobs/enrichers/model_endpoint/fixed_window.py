@@ -21,14 +21,15 @@ narrowest of their intervals (a bucket's agree for no longer), make the window *
 one that disagrees makes it a bucket again. A call counted in another window (sent just
 before the end, or waiting for a connection past it) agrees on that window's end.
 
-The window the answers agreed in stays the bucket's to its end: its share on top of
-what the bucket already sent in it drew 429s. Each later window gives this partition its
+The window the answers agreed in stays the bucket's to its end: its share on top of what
+the bucket already sent in it drew 429s. Each later window gives this partition its
 share of the limit (``allowance``) from the window's start, spendable at once; calls
 wait for the next window once it is spent, and none is sent in the last ``guard_s``
 before the earliest end (it could be counted in either window). The share is the
 partition's whatever the others do, so no partition can spend another's; the provider's
 ``remaining``, less what this partition has not had counted yet, can only lower it (a
-neighbour that spends beyond its share, another client of the same key). Reservations settle with the answers' ``usage`` as in the bucket.
+neighbour that spends beyond its share, another client of the same key). Reservations
+settle with the answers' ``usage`` as in the bucket.
 """
 
 from __future__ import annotations
