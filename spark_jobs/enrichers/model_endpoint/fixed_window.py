@@ -34,10 +34,12 @@ settle with the answers' ``usage`` as in the bucket.
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
 from collections.abc import Callable
+from functools import partial
+
+from .freed_tokens import FreedTokens
 
 EVIDENCE_S = 2.0
 """Seconds of sending over which answers must agree on their window's end."""
@@ -63,7 +65,7 @@ class FixedWindow:
         self._fixed_from = math.inf  # the first window spent as a fixed one starts here
         self.spent = 0.0
         self._index = 0  # the current window's number, for settlements
-        self._changed: asyncio.Event | None = None
+        self._freed = FreedTokens()
 
     @property
     def fixed(self) -> bool:
@@ -136,18 +138,11 @@ class FixedWindow:
         if window != self._index:
             return
         self.spent -= tokens
-        if tokens > 0 and self._changed is not None:
-            self._changed.set()
+        if tokens > 0:
+            self._freed.notify()
 
     async def acquire(self, tokens: float) -> int:
         """Take ``tokens`` once the window has room (waking when a settlement frees
         some); the window taken from."""
-        while (wait := self.wait_for(tokens)) > 0:
-            if self._changed is None:
-                self._changed = asyncio.Event()
-            self._changed.clear()
-            try:
-                await asyncio.wait_for(self._changed.wait(), wait)
-            except TimeoutError:
-                pass
+        await self._freed.wait(partial(self.wait_for, tokens))
         return self.take(tokens)

@@ -41,12 +41,12 @@ prices ``max_tokens`` of completion, so the run stops before a call could cross 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from spark_jobs.asyncwait import untimed
 
@@ -57,6 +57,7 @@ from ..request_budget import RequestBudget
 from .answers import usage
 from .config import ModelConfig
 from .fixed_window import FixedWindow
+from .freed_tokens import FreedTokens
 from .limits import provider_limits
 from .tokens import prompt_tokens
 
@@ -88,7 +89,7 @@ class TokenBucket:
         self._at = clock()
         self.paused_until = -math.inf
         self._credit, self._credit_until = 0.0, -math.inf
-        self._changed: asyncio.Event | None = None
+        self._freed = FreedTokens()
 
     @property
     def burst(self) -> float:
@@ -124,8 +125,8 @@ class TokenBucket:
         """A credit of ``tokens`` beyond the rate, spendable until ``until`` (replacing the
         last one: each grant is computed from the provider's latest count)."""
         self._credit, self._credit_until = max(0.0, tokens), until
-        if tokens > 0 and self._changed is not None:
-            self._changed.set()
+        if tokens > 0:
+            self._freed.notify()
 
     @property
     def credit(self) -> float:
@@ -160,20 +161,13 @@ class TokenBucket:
         """Settle: ``tokens`` back (negative: taken beyond the reservation)."""
         self._refill()
         self._level = min(self.burst, self._level + tokens)
-        if tokens > 0 and self._changed is not None:
-            self._changed.set()
+        if tokens > 0:
+            self._freed.notify()
 
     async def acquire(self, tokens: float) -> bool:
         """Take ``tokens`` once there is room, waking early when a settlement frees some;
         True when the credit paid them."""
-        while (wait := self.wait_for(tokens)) > 0:
-            if self._changed is None:
-                self._changed = asyncio.Event()
-            self._changed.clear()
-            try:
-                await asyncio.wait_for(self._changed.wait(), wait)
-            except TimeoutError:
-                pass
+        await self._freed.wait(partial(self.wait_for, tokens))
         return self.take(tokens)
 
 
