@@ -162,7 +162,7 @@ def test_model_run_estimate_cost_stop_kill_resume_and_ledger(tmp_path):
     assert final["prompts"] == RECORDS
     paid_twice = final["prompts_paid_twice"]
     print(f"\nkilled run: {killed_calls} calls, {kept} committed; paid twice: {paid_twice}")
-    assert 0 < kept < killed_calls
+    assert 0 < kept <= killed_calls
     assert paid_twice <= killed_calls - kept
     ledger = summary["cost"]
     assert 0 < ledger["prompt_tokens"] <= final["prompt_tokens"]
