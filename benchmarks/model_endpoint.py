@@ -55,8 +55,9 @@ TOKENS = int(os.environ.get("BENCH_MODEL_TOKENS", "3000"))
 REQUESTS = int(os.environ.get("BENCH_MODEL_REQUESTS", "300"))
 RECORDS = int(os.environ.get("BENCH_MODEL_RECORDS", "1500"))
 KILL = os.environ.get("BENCH_MODEL_KILL", "1") == "1"
-ALIGN = os.environ.get("BENCH_MODEL_ALIGN", "1") == "1"
 """Also kill each run at half its records and run it again (two more Spark runs)."""
+ALIGN = os.environ.get("BENCH_MODEL_ALIGN", "1") == "1"
+"""The endpoint's first window opens at the first call (else at the endpoint's start)."""
 LATENCY_S = 0.3
 SNAPSHOT_S = 1.0
 """Cuts every second (the default is 10 s): a kill re-pays the calls answered since the

@@ -16,6 +16,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,16 @@ from demo.users import Users
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+
+
+def settled(count: Callable[[], int]) -> int:
+    """``count()`` once it stops moving: a server's count of calls after a killed client's
+    requests still in it are counted too."""
+    last = -1
+    while (total := count()) != last:
+        last = total
+        time.sleep(0.3)
+    return total
 
 
 def free_port() -> int:
@@ -78,13 +89,7 @@ class DemoApiProcess:
 
     def settled_calls(self) -> int:
         """Total calls once requests of a killed client still in the server are counted."""
-        last = -1
-        while True:
-            total = sum(self.calls_per_key().values())
-            if total == last:
-                return total
-            last = total
-            time.sleep(0.3)
+        return settled(lambda: sum(self.calls_per_key().values()))
 
     def stop(self) -> None:
         self.process.terminate()

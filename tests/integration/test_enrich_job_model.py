@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from demo.stack import settled
 from spark_jobs.exit_status import ExitStatus
 
 from .job_support import ROOT, kill_group, read_output, run_job, start_job
@@ -110,15 +111,6 @@ def kill_once_it_paid_and_committed(process, stats, snapshots: Path) -> None:
     kill_group(process)
 
 
-def settled_requests(stats) -> int:
-    """The endpoint's request count once a killed run's calls still in it are counted."""
-    last = -1
-    while (total := stats()["requests"]) != last:
-        last = total
-        time.sleep(0.3)
-    return total
-
-
 def test_model_run_estimate_cost_stop_kill_resume_and_ledger(tmp_path):
     with model_endpoint("--malformed-every", "6", "--latency", "0.03") as (url, stats):
         spec = ["--spec", str(write_spec(tmp_path, url))]
@@ -138,7 +130,7 @@ def test_model_run_estimate_cost_stop_kill_resume_and_ledger(tmp_path):
 
         paid_before, kept_before = stats()["requests"], committed(tmp_path / "snapshots")
         kill_once_it_paid_and_committed(start_job(spec), stats, tmp_path / "snapshots")
-        killed_calls = settled_requests(stats) - paid_before
+        killed_calls = settled(lambda: stats()["requests"]) - paid_before
         kept = committed(tmp_path / "snapshots") - kept_before
 
         code, log = run_job(spec)
