@@ -74,6 +74,7 @@ class ModelApi:
     embedding_dim: int = 8
     stats: Counter[str] = field(default_factory=Counter)
     calls_by_prompt: Counter[str] = field(default_factory=Counter)
+    """Admitted calls per prompt text (served at ``/calls``)."""
     malformed_prompts: set[str] = field(default_factory=set)
     timeline: list[tuple[float, int, bool]] = field(default_factory=list)
     """Per call: seconds since the first window opened, its tokens, whether admitted."""
@@ -96,7 +97,7 @@ class ModelApi:
             self.stats["throttled"] += 1
             error = {"error": {"type": "rate_limit_error", "message": "rate limit reached"}}
             return 429, error, headers
-        self.calls_by_prompt[seed.hex()[:16]] += 1
+        self.calls_by_prompt[prompt] += 1
         if api != "embeddings" and self._malformed(body, prompt, seed):
             self.stats["malformed"] += 1
             self.malformed_prompts.add(seed.hex()[:16])
@@ -175,6 +176,7 @@ def build_app(api: ModelApi) -> web.Application:
         app.router.add_post(path, _handler(kind))
     app.router.add_get("/stats", _stats)
     app.router.add_get("/timeline", _timeline)
+    app.router.add_get("/calls", _calls)
     return app
 
 
@@ -204,6 +206,10 @@ async def _stats(request: web.Request) -> web.Response:
             "malformed_prompts": len(api.malformed_prompts),
         }
     )
+
+
+async def _calls(request: web.Request) -> web.Response:
+    return web.json_response(request.app[STATE].calls_by_prompt)
 
 
 async def _timeline(request: web.Request) -> web.Response:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from spark_jobs.driver.current_result import read_result
+from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -88,3 +89,16 @@ def run_folders(out: Path) -> list[str]:
     """The run ids whose folders are left under ``out/runs`` (``<run id>-<token>``)."""
     folders = (out / "runs").iterdir() if (out / "runs").exists() else []
     return sorted(p.name.rsplit("-", 1)[0] for p in folders)
+
+
+def committed_rows(snapshot_dir: Path, key: NamespaceKey) -> list[dict]:
+    """The output rows (dead letters too) the namespace's latest snapshots hold: what a
+    resume replays without calling."""
+    store = SnapshotStore(str(snapshot_dir))
+    rows: list[dict] = []
+    for number in store.partitions(key):
+        snapshots = store.partition(key, number)
+        manifest = snapshots.latest()
+        for _kind, table in snapshots.read_segments(manifest) if manifest else ():
+            rows += table.to_pylist()
+    return rows

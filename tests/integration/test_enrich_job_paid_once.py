@@ -16,9 +16,16 @@ import pytest
 from demo.stack import demo_api
 from spark_jobs.exit_status import ExitStatus
 from spark_jobs.partition_runner.response_cache import request_key
-from spark_jobs.snapshots import SnapshotStore
 
-from .job_support import job_args, kill_group, read_output, run_job, start_job, write_input
+from .job_support import (
+    committed_rows,
+    job_args,
+    kill_group,
+    read_output,
+    run_job,
+    start_job,
+    write_input,
+)
 from .test_enrich_job import KEY, committed
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -51,14 +58,7 @@ def unbroken(tmp_path_factory) -> int:
 
 def committed_keys(snapshot_dir: Path) -> set[str]:
     """The keys whose results the namespace's snapshots hold (what a resume replays)."""
-    store = SnapshotStore(str(snapshot_dir))
-    found: set[str] = set()
-    for number in store.partitions(KEY):
-        snapshots = store.partition(KEY, number)
-        manifest = snapshots.latest()
-        for _kind, table in snapshots.read_segments(manifest) if manifest else ():
-            found.update(r["id"] for r in table.to_pylist() if r["_error"] is None)
-    return found
+    return {r["id"] for r in committed_rows(snapshot_dir, KEY) if r["_error"] is None}
 
 
 def kill_mid_way(args: list[str], snapshot_dir: Path, records: int) -> None:
