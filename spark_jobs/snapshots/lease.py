@@ -5,7 +5,9 @@ its retry, or a manual resubmit) would otherwise both call the API for everythin
 both publish output. Object stores have no locks, so the namespace holds a small lease
 file naming its owner (the run id) and an expiry; the owner's driver renews it well
 before it expires. A second run waits while the lease is live and takes it over once it
-has expired (its owner died). Ownership is checked where it matters, not only at start:
+has expired (its owner died), or at once when the process that holds it ran on this
+machine and has exited (``lease_holder.py``). Ownership is checked where it matters, not
+only at start:
 
 * every partition commit reads the lease first, so a run that lost it (a stalled zombie
   whose lease expired and was taken over) cannot commit another snapshot;
@@ -32,6 +34,7 @@ from typing import TypeVar, overload
 from fsspec import AbstractFileSystem
 
 from .lease_file import RENEWALS_PER_TTL, Lease, LeaseFileError, parse_lease, printable
+from .lease_holder import has_exited, this_process
 from .storage import write_atomically
 
 logger = logging.getLogger(__name__)
@@ -88,9 +91,10 @@ class NamespaceLease:
             return None
 
     def live(self) -> bool:
-        """Whether some run holds an unexpired lease (it is working on the namespace)."""
+        """Whether some run holds the lease (it is working on the namespace): unexpired,
+        and its holder not known to have exited."""
         lease = self.read()
-        return lease is not None and lease.expires_at > self._clock()
+        return lease is not None and not _ended(lease, self._clock())
 
     def holds(self) -> bool:
         """Whether this run owns the lease now (checked before every commit)."""
@@ -131,11 +135,9 @@ class NamespaceLease:
         while True:
             lease = self.read()
             now = self._clock()
-            if lease is None or lease.owner == self.owner or lease.expires_at <= now:
+            if lease is None or lease.owner == self.owner or _ended(lease, now):
                 if lease is not None and lease.owner != self.owner:
-                    logger.warning(
-                        "taking over the expired lease of run %s", printable(lease.owner)
-                    )
+                    _log_takeover(lease, now)
                 done = self._settle(meanwhile)
                 if self.holds():
                     return done
@@ -193,8 +195,29 @@ class NamespaceLease:
 
     def _write(self) -> None:
         now = self._clock()
-        data = json.dumps({"owner": self.owner, "expires_at": now + self.ttl_s, "renewed_at": now})
-        write_atomically(self._fs, self._directory, LEASE_FILE, data.encode())
+        lease = {"owner": self.owner, "expires_at": now + self.ttl_s, "renewed_at": now}
+        holder = this_process()
+        if holder is not None:
+            lease["holder"] = holder.to_json()
+        write_atomically(self._fs, self._directory, LEASE_FILE, json.dumps(lease).encode())
+
+
+def _ended(lease: Lease, now: float) -> bool:
+    """Whether ``lease`` holds no more: expired, or its holder's process has exited."""
+    return lease.expires_at <= now or (lease.holder is not None and has_exited(lease.holder))
+
+
+def _log_takeover(lease: Lease, now: float) -> None:
+    if lease.expires_at <= now:
+        logger.warning("taking over the expired lease of run %s", printable(lease.owner))
+        return
+    assert lease.holder is not None  # _ended: the holder has exited
+    logger.warning(
+        "taking over the lease of run %s: its process (PID %d on this host) has exited, %s",
+        printable(lease.owner),
+        lease.holder.pid,
+        lease.describe(now),
+    )
 
 
 class Heartbeat:

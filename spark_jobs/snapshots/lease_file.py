@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from .lease_holder import Holder
+
 #: Owners (run ids) longer than this are not a run's: ``encode_component`` allows 200.
 MAX_OWNER_LENGTH = 256
 #: The owner's heartbeat renews its lease this many times per TTL.
@@ -28,12 +30,14 @@ class LeaseFileError(ValueError):
 
 @dataclass(frozen=True)
 class Lease:
-    """The lease file: its owner, and when it expires and was last renewed (Unix time;
-    ``renewed_at`` is None in a lease written before it was recorded)."""
+    """The lease file: its owner, when it expires and was last renewed (Unix time), and
+    the process that wrote it (``lease_holder.py``); ``renewed_at`` and ``holder`` are None
+    in a lease written before they were recorded."""
 
     owner: str
     expires_at: float
     renewed_at: float | None = None
+    holder: Holder | None = None
 
     @property
     def renewal_interval(self) -> float | None:
@@ -90,7 +94,7 @@ def parse_lease(data: bytes, now: float, max_ahead_s: float, max_bytes: int) -> 
     renewed = None
     if document.get("renewed_at") is not None:
         renewed = _time(document, "renewed_at", now, max_ahead_s)
-    return Lease(owner, expires_at, renewed)
+    return Lease(owner, expires_at, renewed, Holder.from_json(document.get("holder")))
 
 
 def _no_constant(name: str) -> None:

@@ -145,6 +145,9 @@ def test_model_run_estimate_cost_stop_kill_resume_and_ledger(tmp_path):
 
         code, log = run_job(spec)
         assert code == 0, log[-3000:]
+        # The killed driver's lease (60 s TTL) is taken over at once: its process is gone.
+        assert re.search(r"taking over the lease of run \w+: its process \(PID \d+ on this", log)
+        assert "waiting up to" not in log, log[-3000:]
         final = stats()
         resumed = Counter(calls()) - paid_before_resume
     data, dead, summary = read_output(tmp_path / "out")
