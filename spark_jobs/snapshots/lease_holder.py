@@ -57,14 +57,17 @@ class Holder:
         return cls(*texts, *numbers)  # type: ignore[arg-type]
 
 
-@functools.cache
 def this_process() -> Holder | None:
     """This process, or None where ``/proc`` does not tell it (not Linux)."""
+    return _process(os.getpid())  # by PID: a forked child is not its parent
+
+
+@functools.cache
+def _process(pid: int) -> Holder | None:
     try:
         with open("/proc/sys/kernel/random/boot_id") as handle:
             boot = handle.read().strip()
         namespace = os.readlink("/proc/self/ns/pid")
-        pid = os.getpid()
         stat = _stat(pid)
     except OSError:
         return None

@@ -155,3 +155,17 @@ def test_a_crafted_holder_is_ignored_and_the_lease_believed(tmp_path, holder):
 def _state(pid: int) -> str:
     with open(f"/proc/{pid}/stat") as handle:
         return handle.read().rsplit(")", 1)[1].split()[0]
+
+
+def test_a_forked_child_names_itself_not_its_parent():
+    parent = this_process()
+    assert parent is not None and parent.pid == os.getpid()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its own PID and start time, not the parent's cached ones
+        child = this_process()
+        os.write(write, json.dumps(child.to_json() if child else None).encode())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    child = Holder.from_json(json.loads(os.read(read, 4096)))
+    assert child is not None and child.pid == pid and child != parent
