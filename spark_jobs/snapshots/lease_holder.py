@@ -39,6 +39,11 @@ class Holder:
     pid: int
     started: int
 
+    @property
+    def process_table(self) -> tuple[str, str, str]:
+        """Host, boot and PID namespace: processes alike in these see the same PIDs."""
+        return self.host, self.boot, self.pid_namespace
+
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -52,8 +57,8 @@ class Holder:
         numbers = [data.get(name) for name in ("pid", "started")]
         if not all(isinstance(t, str) and 0 < len(t) <= MAX_FIELD_LENGTH for t in texts):
             return None
-        if not all(type(n) is int and 0 <= n < 2**63 for n in numbers):
-            return None
+        if not all(type(n) is int and 0 <= n < 2**63 for n in numbers) or numbers[0] == 0:
+            return None  # PID 0 is no process (kill(0) signals one's own group)
         return cls(*texts, *numbers)  # type: ignore[arg-type]
 
 
@@ -80,11 +85,7 @@ def has_exited(holder: Holder) -> bool:
     """Whether ``holder`` is provably dead: it ran on this host, since this boot, in this
     PID namespace, and its PID is free, reused or a zombie's."""
     here = this_process()
-    if here is None or (holder.host, holder.boot, holder.pid_namespace) != (
-        here.host,
-        here.boot,
-        here.pid_namespace,
-    ):
+    if here is None or holder.process_table != here.process_table:
         return False
     if holder.pid == here.pid:
         return holder.started != here.started

@@ -137,6 +137,7 @@ def test_a_reused_pid_is_told_by_its_start_time(tmp_path):
         {"host": "", "boot": "b", "pid_namespace": "n", "pid": 1, "started": 1},
         {"host": "h" * 300, "boot": "b", "pid_namespace": "n", "pid": 1, "started": 1},
         {"host": "h", "boot": "b", "pid_namespace": "n", "pid": -1, "started": 1},
+        {"host": "h", "boot": "b", "pid_namespace": "n", "pid": 0, "started": 1},
         {"host": "h", "boot": "b", "pid_namespace": "n", "pid": 2**80, "started": 1},
     ],
 )
