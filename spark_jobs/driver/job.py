@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from spark_jobs.driver.connect import remote_url
+from spark_jobs.driver.connect import is_connect, remote_url
 from spark_jobs.driver.dead_letter_retry import (
     DeadLetterRetry,
     original_fingerprint,
@@ -56,6 +56,7 @@ from spark_jobs.snapshots import (
 )
 from spark_jobs.snapshots.budget_ledger import discard_other_runs
 from spark_jobs.snapshots.contracts import JobSummary
+from spark_jobs.snapshots.lease_holder import this_process
 from spark_jobs.snapshots.namespace_progress import ProgressFolder
 from spark_jobs.snapshots.resume import Decision, ResumeRefusedError, decide
 from spark_jobs.spec.input_options import reader_identity
@@ -127,7 +128,9 @@ def run(
     key = NamespaceKey(spec.dag_id, spec.task_id, spec.interval_start)
     if spec.retry_dead_letters:  # its own namespace: never the original run's snapshots
         key = retry_namespace(key)
-    lease = store.lease(key, run_id, spec.lease_ttl)
+    # A classic session's driver ends the run when it dies; a Connect client's tasks go on.
+    holder = None if is_connect(spark) else this_process()
+    lease = store.lease(key, run_id, spec.lease_ttl, holder)
     # The input is read while the lease just written settles (0.5 s once idle), again
     # should another run win the race for it; a dead-letter retry reads its base holding it.
     read: tuple[DataFrame, float] | None = None

@@ -34,7 +34,7 @@ from typing import TypeVar, overload
 from fsspec import AbstractFileSystem
 
 from .lease_file import RENEWALS_PER_TTL, Lease, LeaseFileError, parse_lease, printable
-from .lease_holder import has_exited, this_process
+from .lease_holder import Holder
 from .storage import write_atomically
 
 logger = logging.getLogger(__name__)
@@ -69,13 +69,19 @@ class NamespaceLease:
         owner: str,
         ttl_s: float = DEFAULT_TTL_S,
         clock: Callable[[], float] = time.time,
+        holder: Holder | None = None,
     ) -> None:
+        """``holder``: the process whose exit ends the run, named in the lease so that a
+        run on the same machine need not wait for its expiry (``lease_holder.py``): the
+        driver of a classic session. None for a Spark Connect client, whose tasks go on
+        on the server after it dies: its lease only expires."""
         self._fs = fs
         self._directory = directory
         self._path = f"{directory}/{LEASE_FILE}"
         self.owner = owner
         self.ttl_s = ttl_s
         self._clock = clock
+        self._holder = holder
 
     def read(self) -> Lease | None:
         """The lease, or None when there is none or it is unreadable or implausible
@@ -94,7 +100,7 @@ class NamespaceLease:
         """Whether some run holds the lease (it is working on the namespace): unexpired,
         and its holder not known to have exited."""
         lease = self.read()
-        return lease is not None and not _ended(lease, self._clock())
+        return lease is not None and lease.in_force(self._clock())
 
     def holds(self) -> bool:
         """Whether this run owns the lease now (checked before every commit)."""
@@ -135,7 +141,7 @@ class NamespaceLease:
         while True:
             lease = self.read()
             now = self._clock()
-            if lease is None or lease.owner == self.owner or _ended(lease, now):
+            if lease is None or lease.owner == self.owner or not lease.in_force(now):
                 if lease is not None and lease.owner != self.owner:
                     _log_takeover(lease, now)
                 done = self._settle(meanwhile)
@@ -196,22 +202,16 @@ class NamespaceLease:
     def _write(self) -> None:
         now = self._clock()
         lease = {"owner": self.owner, "expires_at": now + self.ttl_s, "renewed_at": now}
-        holder = this_process()
-        if holder is not None:
-            lease["holder"] = holder.to_json()
+        if self._holder is not None:
+            lease["holder"] = self._holder.to_json()
         write_atomically(self._fs, self._directory, LEASE_FILE, json.dumps(lease).encode())
-
-
-def _ended(lease: Lease, now: float) -> bool:
-    """Whether ``lease`` holds no more: expired, or its holder's process has exited."""
-    return lease.expires_at <= now or (lease.holder is not None and has_exited(lease.holder))
 
 
 def _log_takeover(lease: Lease, now: float) -> None:
     if lease.expires_at <= now:
         logger.warning("taking over the expired lease of run %s", printable(lease.owner))
         return
-    assert lease.holder is not None  # _ended: the holder has exited
+    assert lease.holder is not None  # not in force, unexpired: its holder has exited
     logger.warning(
         "taking over the lease of run %s: its process (PID %d on this host) has exited, %s",
         printable(lease.owner),

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from .lease_holder import Holder
+from .lease_holder import Holder, has_exited
 
 #: Owners (run ids) longer than this are not a run's: ``encode_component`` allows 200.
 MAX_OWNER_LENGTH = 256
@@ -38,6 +38,11 @@ class Lease:
     expires_at: float
     renewed_at: float | None = None
     holder: Holder | None = None
+
+    def in_force(self, now: float) -> bool:
+        """Whether the lease still holds at ``now`` (Unix time): unexpired, and its holder
+        not known to have exited (``lease_holder.py``)."""
+        return self.expires_at > now and not (self.holder and has_exited(self.holder))
 
     @property
     def renewal_interval(self) -> float | None:

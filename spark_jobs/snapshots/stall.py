@@ -62,7 +62,7 @@ def stall_of(record: ProgressRecord | None, lease: Lease | None, now: float) -> 
     """The stall of the run holding ``lease`` at ``now`` (Unix time), or None while it shows
     signs of life, when no live lease stands (nothing runs: readers say interrupted) or
     when the lease does not say when it was renewed (written by an earlier version)."""
-    if lease is None or lease.expires_at <= now:
+    if lease is None or not lease.in_force(now):
         return None
     renewal = lease.renewal_interval
     if lease.renewed_at is None or renewal is None or renewal <= 0:

@@ -18,6 +18,7 @@ from .attempt_counts import AttemptLedger, LedgerReading
 from .counters import check_completion
 from .documents import ManifestError, read_document
 from .lease import DEFAULT_TTL_S, LEASE_FILE, NamespaceLease
+from .lease_holder import Holder
 from .manifest_progress import PartitionProgress
 from .partition import DEFAULT_GRACE, PartitionSnapshots
 from .paths import (
@@ -140,9 +141,16 @@ class SnapshotStore:
             return None
         return record if isinstance(record, dict) else None
 
-    def lease(self, key: NamespaceKey, owner: str, ttl_s: float = DEFAULT_TTL_S) -> NamespaceLease:
-        """The namespace's lease as seen by run ``owner`` (see ``lease.py``)."""
-        return NamespaceLease(self._fs, self.namespace_path(key), owner, ttl_s)
+    def lease(
+        self,
+        key: NamespaceKey,
+        owner: str,
+        ttl_s: float = DEFAULT_TTL_S,
+        holder: Holder | None = None,
+    ) -> NamespaceLease:
+        """The namespace's lease as seen by run ``owner``, written naming ``holder`` (see
+        ``lease.py``)."""
+        return NamespaceLease(self._fs, self.namespace_path(key), owner, ttl_s, holder=holder)
 
     def discard_snapshots(self, key: NamespaceKey) -> None:
         """Delete the partitions, job record and completion record, keeping the lease:

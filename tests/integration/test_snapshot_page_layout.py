@@ -1,6 +1,7 @@
 """The snapshot page at a glance, in Chromium at 1 920, 1 280 and 390 px wide: no cell
-clipped, every partition of the job listed (the ones without a commit as pending), and a
-run killed with SIGKILL recognised as stalled before its lease expires.
+clipped, every partition of the job listed (the ones without a commit as pending), a run
+stopped (SIGSTOP, as a hung driver looks) recognised as stalled before its lease expires,
+and, once killed, as interrupted at once: its driver ran on the page's own host.
 
 One real run (Spark ``local[2]``, 4 partitions against the demo API on loopback) is watched
 by three pages at once, served by a real ``airflow api-server`` (the plugin registered by
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import time
 
 import pytest
@@ -24,6 +26,7 @@ from demo.users import Users
 from enrichment_airflow.progress_reporter import progress_line
 from enrichment_airflow.urls import page_url
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
+from spark_jobs.snapshots.lease_file import Lease
 
 from .airflow_support import init_airflow
 from .browser_support import ARTIFACTS, ROOT, launch_chromium, sync_api
@@ -36,9 +39,9 @@ pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow]
 KEY = NamespaceKey("enrich_customers", "enrich", "2024-05-01T00:00:00+00:00")
 PARTITIONS = 4  # two run at once on local[2]: two are pending at first
 ROWS = 4_000  # 100 s per partition at 2 in flight and 200 ms a call: killed well before
-#: The run's lease (the default TTL): renewed every 20 s, so silent for more than 40 s is
-#: stalled, and expired after 60 s (then the page says interrupted).
-LEASE_TTL_S = 60
+#: The run's lease: renewed every 30 s, so silent for more than 60 s is stalled, and
+#: expired after 90 s; killed between the two, the page says interrupted before that.
+LEASE_TTL_S = 90
 WIDTHS = {"wide": 1920, "laptop": 1280, "phone": 390}
 USERS = Users({"admin": ("admin", "admin-pw")})
 #: Bound of a wait that needs Spark or Airflow on a busy machine.
@@ -159,33 +162,55 @@ def test_the_page_fits_three_widths_lists_every_partition_and_tells_a_killed_run
 ) -> None:
     services, api, tmp = airflow
     store = SnapshotStore(str(tmp / "snapshots"))
+    job = start_job(job_spec(tmp, api.url), env={"SPARK_MASTER": "local[2]"})
+    try:
+        shown, context, pages = watch_the_running_job(chromium, services, store, job)
+        os.killpg(job.pid, signal.SIGSTOP)  # alive but silent, as a hung driver is
+        lease = the_pages_say_stalled(shown, pages, store)
+        kill_group(job)  # SIGKILL to the driver's group: JVM and Python workers
+        # The driver ran on this host: its lease is not in force once it is gone.
+        expect(state_cell(shown["wide"][1], 0)).to_have_text("interrupted", timeout=SLOW_MS)
+        assert time.time() < lease.expires_at, "interrupted before the lease's expiry"
+        context.close()
+    finally:
+        if job.poll() is None:
+            kill_group(job)
+
+
+def job_spec(tmp, api_url: str) -> list[str]:
+    """The job: 4 partitions of ``ROWS`` rows, 2 at a time, with watermarks."""
     write_input(tmp / "in" / "part.jsonl", [f"customer-{i}" for i in range(ROWS)])
-    args = job_args(tmp, api.url, "--partitions", str(PARTITIONS), "--capacity", "2")
+    args = job_args(tmp, api_url, "--partitions", str(PARTITIONS), "--capacity", "2")
     args += ["--event-time-column", "event_time"]  # watermarks: the widest cells
     args += ["--dag-id", KEY.dag_id, "--task-id", KEY.task_id]
-    args += ["--interval-start", KEY.interval_start, "--lease-ttl", str(LEASE_TTL_S)]
-    job = start_job(args, env={"SPARK_MASTER": "local[2]"})
-    try:
-        wait_for_commits(store, job)
-        context, pages = signed_in_pages(chromium, services)
-        shown = {name: open_the_page(page, name) for name, page in pages.items()}
-        for name, (frame, section) in shown.items():
-            # Every partition of the job, the two not started yet as pending.
-            names = section.locator('tbody td[data-label="Partition"]')
-            expect(names).to_have_text([f"part {n}" for n in range(PARTITIONS)])
-            expect(state_cell(section, 3)).to_have_text("pending")
-            expect(state_cell(section, 0)).to_have_text("running")
-            expect(section.get_by_text(re.compile(r"\d+ rec/s · ETA \d"))).to_be_visible(
-                timeout=SLOW_MS
-            )
-            assert_nothing_clipped(frame, name)
-        screenshot(pages["laptop"], "snapshot-page.png")
-        screenshot(pages["phone"], "snapshot-page-phone.png", full_page=True)
-    finally:
-        kill_group(job)  # SIGKILL to the driver's group: JVM and Python workers
+    return [*args, "--interval-start", KEY.interval_start, "--lease-ttl", str(LEASE_TTL_S)]
 
-    # The lease stays live for up to a TTL; the pages poll by themselves and say that the
-    # run went silent before it expires; the Storage tab's line says the same.
+
+def watch_the_running_job(chromium, services, store: SnapshotStore, job):
+    """Three pages on the running job: every partition listed, nothing clipped; the
+    pages by name, with the browser context that holds them."""
+    wait_for_commits(store, job)
+    context, pages = signed_in_pages(chromium, services)
+    shown = {name: open_the_page(page, name) for name, page in pages.items()}
+    for name, (frame, section) in shown.items():
+        # Every partition of the job, the two not started yet as pending.
+        names = section.locator('tbody td[data-label="Partition"]')
+        expect(names).to_have_text([f"part {n}" for n in range(PARTITIONS)])
+        expect(state_cell(section, 3)).to_have_text("pending")
+        expect(state_cell(section, 0)).to_have_text("running")
+        expect(section.get_by_text(re.compile(r"\d+ rec/s · ETA \d"))).to_be_visible(
+            timeout=SLOW_MS
+        )
+        assert_nothing_clipped(frame, name)
+    screenshot(pages["laptop"], "snapshot-page.png")
+    screenshot(pages["phone"], "snapshot-page-phone.png", full_page=True)
+    return shown, context, pages
+
+
+def the_pages_say_stalled(shown, pages, store: SnapshotStore) -> Lease:
+    """The stopped run's lease stays in force for up to a TTL; the pages poll by themselves
+    and say that the run went silent before it expires; the Storage tab's line says the
+    same. Returns the lease."""
     seen = []
     for name, (frame, section) in shown.items():
         expect(section.locator(".pace.stalled")).to_have_text(STALLED, timeout=SLOW_MS)
@@ -202,6 +227,4 @@ def test_the_page_fits_three_widths_lists_every_partition_and_tells_a_killed_run
             assert line and re.search(r" in flight; no progress for \d+ s$", line), line
     lease = store.lease(KEY, owner="").read()
     assert lease is not None and max(seen) < lease.expires_at, "stalled before the expiry"
-    # Once the lease expires, the run counts as interrupted.
-    expect(state_cell(shown["wide"][1], 0)).to_have_text("interrupted", timeout=SLOW_MS)
-    context.close()
+    return lease

@@ -18,15 +18,19 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.snapshots import LeaseError, NamespaceKey, SnapshotStore
+from spark_jobs.snapshots.lease_file import Lease
 from spark_jobs.snapshots.lease_holder import Holder, has_exited, this_process
+from spark_jobs.snapshots.stall import stall_of
 
 KEY = NamespaceKey("d", "t", "2026-11-20T00:00:00+00:00")
 ROOT = Path(__file__).resolve().parents[2]
 HOLD = """
 import sys, time
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
+from spark_jobs.snapshots.lease_holder import this_process
 key = NamespaceKey("d", "t", "2026-11-20T00:00:00+00:00")
-SnapshotStore(sys.argv[1]).lease(key, "killed", ttl_s=600).acquire(0)
+holder = this_process() if sys.argv[2] == "holder" else None
+SnapshotStore(sys.argv[1]).lease(key, "killed", 600, holder).acquire(0)
 print("held", flush=True)
 time.sleep(600)
 """
@@ -35,12 +39,12 @@ pytestmark = pytest.mark.skipif(this_process() is None, reason="needs Linux's /p
 
 
 @contextmanager
-def holding_child(root: Path) -> Iterator[subprocess.Popen[str]]:
-    """A child process that holds the namespace's lease (TTL 600 s) until killed."""
+def holding_child(root: Path, holder: str = "holder") -> Iterator[subprocess.Popen[str]]:
+    """A child process that holds the namespace's lease (TTL 600 s) until killed, naming
+    itself in it unless ``holder`` is ``"none"`` (as a Spark Connect client's lease)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    child = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(root)], stdout=subprocess.PIPE, text=True, env=env
-    )
+    command = [sys.executable, "-c", HOLD, str(root), holder]
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert child.stdout is not None and child.stdout.readline() == "held\n"
         yield child
@@ -80,6 +84,17 @@ def test_the_lease_of_a_killed_run_on_this_host_is_taken_over_at_once(tmp_path, 
         f"taking over the lease of run killed: its process (PID {child.pid} on this host) "
         "has exited, last renewed"
     ) in caplog.text
+
+
+def test_a_lease_that_names_no_holder_only_expires(tmp_path):
+    """A Spark Connect client's: its tasks go on on the server after it dies."""
+    store = SnapshotStore(str(tmp_path))
+    with holding_child(tmp_path, holder="none") as child:
+        child.send_signal(signal.SIGKILL)
+        child.wait(60)
+        assert "holder" not in json.loads(lease_path(store).read_text())
+        with pytest.raises(LeaseError, match=r"another run \(killed\)"):
+            store.lease(KEY, "second").acquire(0)
 
 
 def test_a_stopped_holder_keeps_its_lease(tmp_path):
@@ -170,3 +185,15 @@ def test_a_forked_child_names_itself_not_its_parent():
     os.waitpid(pid, 0)
     child = Holder.from_json(json.loads(os.read(read, 4096)))
     assert child is not None and child.pid == pid and child != parent
+
+
+def test_a_page_reader_tells_a_dead_holder_interrupted_not_stalled():
+    """The snapshot page and the Storage tab (``stall_of``): a lease silent for 50 s of
+    its 60 s TTL is a stall while its holder lives, and no longer in force once it died."""
+    now = time.time()
+    here = this_process()
+    assert here is not None
+    alive = Lease("run", now + 10, now - 50, here)
+    dead = dataclasses.replace(alive, holder=dataclasses.replace(here, pid=_dead_pid()))
+    assert alive.in_force(now) and stall_of(None, alive, now) is not None
+    assert not dead.in_force(now) and stall_of(None, dead, now) is None

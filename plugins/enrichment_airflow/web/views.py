@@ -177,9 +177,10 @@ def read_namespace(
     else:
         totals = _totals(record) if record is not None else _unknown_totals()
     now = time.time()
-    # A run holds a live lease while it works (lease.py): without one, a partition that
-    # is neither finished nor stopped by its budget was interrupted.
-    running = lease is not None and lease.expires_at > now
+    # A run holds a lease in force while it works (lease.py): without one (expired, or
+    # its driver gone from this host), a partition that is neither finished nor stopped
+    # by its budget was interrupted.
+    running = lease is not None and lease.in_force(now)
     stall = stall_of(record, lease, now)
     if record is not None:
         partitions, page = partition_page(record, offset, limit, running, stall, now)
