@@ -4,16 +4,19 @@ from a slow one without waiting out the TTL.
 A killed driver (SIGKILL, the OOM killer, a closed terminal) cannot release its lease, and
 the next run waited for it to expire (``--lease-ttl``, 60 s by default): a re-run from a
 shell, or an Airflow task cleared in the UI and run on the same worker, sat idle that
-long. The lease now names the process that wrote it: host, boot, PID namespace, PID and
-the process's start time. A run that shares the first three with the holder sees the
-same process table; when the holder's PID is gone, belongs to a process started at
-another time (a reused PID), or is a zombie, the holder is dead and its lease is taken
-over at once.
+long. The lease of a classic session now names its driver's process: host, boot, PID
+namespace, PID and the process's start time. A run that shares the first three with the
+holder sees the same process table; when the holder's PID is gone, belongs to a process
+started at another time (a reused PID), or is a zombie, the holder is dead and its lease
+is taken over at once. Commits stay fenced by the lease as before; the Python workers a
+killed driver leaves behind for a moment call what they call whether the next run waits
+or not.
 
 Anything short of that proof waits for the TTL as before: another host, a container with
 its own PID namespace, a system without ``/proc``, a process this user may not inspect
-(``hidepid``), a stopped one (a ``SIGSTOP``\\ ped driver may wake up: fencing handles it
-once its lease has expired, not before).
+(``hidepid``), a stopped one (a driver stopped by ``SIGSTOP`` may wake up: fencing
+handles it once its lease has expired, not before). A Spark Connect client names no
+holder: its tasks go on on the server after it dies.
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ def this_process() -> Holder | None:
 
 @functools.cache
 def _process(pid: int) -> Holder | None:
+    """Process ``pid`` (this one), read once."""
     try:
         with open("/proc/sys/kernel/random/boot_id") as handle:
             boot = handle.read().strip()
