@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import psutil
 import pytest
 
 from spark_jobs.snapshots import LeaseError, NamespaceKey, SnapshotStore
@@ -75,7 +76,7 @@ def test_the_lease_of_a_killed_run_on_this_host_is_taken_over_at_once(tmp_path, 
         if reaped:
             child.wait(60)
         else:  # killed, not yet waited for by its parent
-            while _state(child.pid) != "Z":
+            while psutil.Process(child.pid).status() != psutil.STATUS_ZOMBIE:
                 time.sleep(0.01)
         assert not second.live()
         second.acquire(0)  # at once, 600 s before the killed run's lease expires
@@ -102,7 +103,7 @@ def test_a_stopped_holder_keeps_its_lease(tmp_path):
     store = SnapshotStore(str(tmp_path))
     with holding_child(tmp_path) as child:
         child.send_signal(signal.SIGSTOP)
-        while _state(child.pid) != "T":
+        while psutil.Process(child.pid).status() != psutil.STATUS_STOPPED:
             time.sleep(0.01)
         with pytest.raises(LeaseError, match=r"another run \(killed\)"):
             store.lease(KEY, "second").acquire(0)
@@ -166,11 +167,6 @@ def test_a_crafted_holder_is_ignored_and_the_lease_believed(tmp_path, holder):
     assert second.read() is not None and second.read().holder is None  # type: ignore[union-attr]
     assert Holder.from_json(holder) is None
     assert second.live()
-
-
-def _state(pid: int) -> str:
-    with open(f"/proc/{pid}/stat") as handle:
-        return handle.read().rsplit(")", 1)[1].split()[0]
 
 
 def test_a_forked_child_names_itself_not_its_parent():
