@@ -95,8 +95,10 @@ bench-reliability: $(STAMP)
 	$(PY) -m benchmarks.reliability
 
 # The model-endpoint enricher against a token-limited demo endpoint, beside the
-# mapInArrow + aiohttp recipe (docs/performance.md, "Model endpoints"); about two minutes.
+# mapInArrow + aiohttp recipe and Ray Data's HTTP processor (docs/performance.md,
+# "Model endpoints"); about eight minutes.
 bench-model: $(STAMP)
+	-$(MAKE) --no-print-directory bench-venv
 	$(PY) -m benchmarks.model_endpoint
 
 # The benchmark-only environment: Ray Data (a peer), matplotlib (plots), py-spy (profiles).

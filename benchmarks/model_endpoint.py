@@ -20,12 +20,15 @@ headers. Reported, from the endpoint's own log of calls: the share of the bindin
 used in the whole windows after the first, the share of calls answered 429, dead
 letters (rows the recipe gave up on), records/s over the wall time (Spark's start and
 the job's reads and writes included) and over the span from the first call to the last.
-Then each runs again against a fresh endpoint, killed (SIGKILL to its process group)
+Then each runs again against a fresh endpoint, killed (SIGKILL to its process tree)
 once half the records are paid for, and once more to the end: the prompts the second
 run paid again, and the records/s of both runs (``BENCH_MODEL_KILL=0`` skips this).
-Ray Data's ``HttpRequestProcessorConfig`` (``ray.data.llm``) is the issue's other peer;
-it cannot be installed here (no ``ray``, no GPU stack), so it is not run.
-Results go to ``benchmarks/results/model_endpoint.json``.
+
+Ray Data's ``HttpRequestProcessorConfig`` (``ray.data.llm``, ``benchmarks/model_ray.py``)
+runs third, in the benchmark environment (``make bench-venv``; skipped, saying why, when
+it cannot import ``ray.data.llm``): the same records, body and calls in flight, Ray's
+``qps`` at the request limit, 5 attempts, and Ray Data's checkpointing for the rerun
+after the kill. Results go to ``benchmarks/results/model_endpoint.json``.
 """
 
 from __future__ import annotations
@@ -40,13 +43,16 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 import yaml
+
+from benchmarks.peers.measure import TreeSampler
+from benchmarks.peers.run import bench_python
 
 RESULTS = Path(__file__).parent / "results" / "model_endpoint.json"
 ROOT = Path(__file__).resolve().parents[1]
@@ -154,21 +160,52 @@ def job_command(work: Path, url: str, inputs: Path) -> list[str]:
     return [sys.executable, "-m", "spark_jobs.enrich_job", "--spec", str(work / "spec.yaml")]
 
 
-def recipe_command(work: Path, url: str, inputs: Path) -> list[str]:
-    """The recipe over the same input, prompt and schema."""
+def chat_body() -> dict[str, Any]:
+    """The request body of the recipe and Ray Data: the prompt (``{title}`` filled in per
+    record) and the schema as ``response_format``, as the job sends them."""
     schema = {"name": "output", "strict": True, "schema": SCHEMA}
-    body = {
+    return {
         "model": "demo",
         "messages": [{"role": "user", "content": PROMPT}],
         "max_tokens": 40,
         "response_format": {"type": "json_schema", "json_schema": schema},
     }
+
+
+def recipe_command(work: Path, url: str, inputs: Path) -> list[str]:
+    """The recipe over the same input, prompt and schema."""
     command = [sys.executable, "-m", "benchmarks.model_recipe", "--url", url + "/chat/completions"]
     command += ["--input", str(inputs), "--output", str(work / "recipe")]
-    return [*command, "--body", json.dumps(body), "--capacity", str(CAPACITY)]
+    return [*command, "--body", json.dumps(chat_body()), "--capacity", str(CAPACITY)]
+
+
+def ray_command(work: Path, url: str, inputs: Path) -> list[str]:
+    """Ray Data's HTTP processor over the same input and body, in the benchmark
+    environment; its checkpoints under ``work``, so a rerun after a kill resumes."""
+    command = [bench_python(), "-m", "benchmarks.model_ray", "--url", url + "/chat/completions"]
+    command += ["--input", str(inputs), "--output", str(work / "ray")]
+    command += ["--body", json.dumps(chat_body()), "--capacity", str(CAPACITY)]
+    qps = str(math.floor(REQUESTS / WINDOW_S))  # the request limit: Ray knows no tokens
+    command += ["--qps", qps, "--records", str(RECORDS)]
+    return [*command, "--checkpoint-dir", str(work / "checkpoints")]
+
+
+def ray_llm_missing() -> str | None:
+    """Why Ray Data's HTTP processor cannot run here, or None."""
+    python = bench_python()
+    if not Path(python).exists():
+        return f"no benchmark environment at {python} (make bench-venv builds it)"
+    check = subprocess.run(
+        [python, "-c", "import ray.data.llm"], capture_output=True, text=True, check=False
+    )
+    if check.returncode:
+        return f"{python} cannot import ray.data.llm: {check.stderr.strip().splitlines()[-1]}"
+    return None
 
 
 def dead_letters(work: Path) -> int:
+    if (work / "ray").exists():
+        return 0  # Ray's HTTP processor fails the run instead of keeping a failed row
     if (work / "recipe").exists():
         return sum(1 for r in pq.read_table(work / "recipe").to_pylist() if r["error"])
     return int(json.loads((work / "out" / "_SUMMARY.json").read_text())["dead_letters"])
@@ -195,10 +232,17 @@ def kill_at_half_and_rerun(command: list[str], control: str) -> dict[str, Any]:
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+    tree = TreeSampler(process.pid, period=0.1).start()  # Ray's daemons leave the group
     while _stats(control).get("prompts", 0) < RECORDS // 2 and process.poll() is None:
         time.sleep(0.2)
     paid_at_kill = _stats(control).get("prompts", 0)
+    tree.stop()
     os.killpg(process.pid, signal.SIGKILL)
+    for pid in tree.procs:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     process.wait(timeout=60)
     seconds = time.monotonic() - started + run_once(command)
     stats = _stats(control)
@@ -216,6 +260,20 @@ def _stats(control: str) -> dict[str, Any]:
         return dict(json.load(answer))
 
 
+Command = Callable[[Path, str, Path], list[str]]
+"""A contender's command line, given its work folder, the endpoint's URL and the input."""
+RAY = "Ray Data (ray.data.llm)"
+CONTENDERS: dict[str, tuple[str, Command]] = {
+    "job": ("enrich_job", job_command),
+    "recipe": ("mapInArrow recipe", recipe_command),
+    "ray": (RAY, ray_command),
+}
+"""By the names ``BENCH_MODEL_CONTENDERS`` takes (comma-separated; all three by default,
+and only a run of all three is written to ``RESULTS``): the name they are reported
+under, and their command."""
+CHOSEN = os.environ.get("BENCH_MODEL_CONTENDERS", ",".join(CONTENDERS)).split(",")
+
+
 def main() -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     results: dict[str, Any] = {
@@ -227,28 +285,44 @@ def main() -> int:
         "latency_s": LATENCY_S,
         "capacity_per_partition": CAPACITY,
         "partitions": 2,
-        "ray_data_llm": "not run: ray.data.llm cannot be installed here (no ray, no GPU stack)",
     }
+    if unknown := set(CHOSEN) - set(CONTENDERS):
+        raise SystemExit(f"BENCH_MODEL_CONTENDERS: no {sorted(unknown)}; from {list(CONTENDERS)}")
+    contenders = dict(CONTENDERS[chosen] for chosen in CHOSEN)
+    if RAY in contenders and (reason := ray_llm_missing()):
+        print(f"Ray Data: skipped: {reason}", flush=True)
+        results["ray_data_llm_skipped"] = reason
+        del contenders[RAY]
     with tempfile.TemporaryDirectory() as temp:
         inputs = write_input(Path(temp) / "in")
-        for name, build in (("enrich_job", job_command), ("mapInArrow recipe", recipe_command)):
-            work = Path(temp) / name.replace(" ", "_")
-            with endpoint() as (url, control):
-                seconds = run_once(build(work, url, inputs))
-                measured: dict[str, Any] = {"seconds": round(seconds, 1)}
-                measured["records_per_s"] = round(RECORDS / seconds, 2)
-                measured["dead_letters"] = dead_letters(work)
-                measured.update(limit_use(control))
-            if KILL:
-                with endpoint() as (url, control):
-                    measured["kill_at_half"] = kill_at_half_and_rerun(
-                        build(work / "killed", url, inputs), control
-                    )
-            results[name] = measured
-            print(name, json.dumps(measured, sort_keys=True), flush=True)
-    RESULTS.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+        for name, build in contenders.items():
+            work = Path(temp) / re.sub(r"\W+", "_", name)
+            results[name] = measure(build, work, inputs)
+            print(name, json.dumps(results[name], sort_keys=True), flush=True)
+    if set(CHOSEN) == set(CONTENDERS):
+        RESULTS.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
     print(table(results))
     return 0
+
+
+def measure(build: Command, work: Path, inputs: Path) -> dict[str, Any]:
+    """One contender: an unbroken run, then (``KILL``) a run killed at half and rerun. A
+    run that fails (Ray's, once a row's retries run out) is reported, not measured."""
+    with endpoint() as (url, control):
+        try:
+            seconds = run_once(build(work, url, inputs))
+        except RuntimeError as failure:
+            return {"failed": str(failure)[-600:], **limit_use(control)}
+        measured: dict[str, Any] = {"seconds": round(seconds, 1)}
+        measured["records_per_s"] = round(RECORDS / seconds, 2)
+        measured["dead_letters"] = dead_letters(work)
+        measured.update(limit_use(control))
+    if KILL:
+        with endpoint() as (url, control):
+            measured["kill_at_half"] = kill_at_half_and_rerun(
+                build(work / "killed", url, inputs), control
+            )
+    return measured
 
 
 def table(results: dict[str, Any]) -> str:
@@ -258,8 +332,13 @@ def table(results: dict[str, Any]) -> str:
         "records/s, killed at 50 % and run again |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for name in ("enrich_job", "mapInArrow recipe"):
+    for name, _ in CONTENDERS.values():
+        if name not in results:
+            continue
         r = results[name]
+        if "failed" in r:
+            rows.append(f"| {name} | the run failed | | | {r['share_429'] * 100:.1f} % | | | |")
+            continue
         killed = r.get("kill_at_half", {})
         again = killed.get("prompts_paid_again", "not run")
         both = killed.get("records_per_s_both_runs", "not run")

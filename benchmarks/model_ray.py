@@ -1,0 +1,106 @@
+"""Ray Data's ``HttpRequestProcessorConfig`` (``ray.data.llm``) against the demo model
+endpoint: the issue's first peer, configured as its documentation shows.
+
+``.venv-bench/bin/python -m benchmarks.model_ray --url U --input I --output O --body B
+--capacity C [--checkpoint-dir D]`` runs in the benchmark environment (Ray is not one of
+the project's dependencies; ``ray.data.llm`` needs ``pydantic`` beside ``ray[data]``, and
+no GPU stack for the HTTP processor).
+
+The same in flight as the job's ``local[2]`` with 2 partitions of ``C`` calls: 2 actors
+(``concurrency=2``), each running ``C`` batches at once
+(``RAY_DATA_DEFAULT_ASYNC_BATCH_UDF_MAX_CONCURRENCY``, 4 by default). A local Ray counts
+``LOGICAL_CPUS`` on the machine's 2 cores: the two actors and the checkpoint filter hold
+one each, and the read and write tasks need one more (with 2 the run stalls). The input is read
+in blocks of ``BLOCK_ROWS``: Ray's checkpoint is written a block at a time, so a kill
+keeps only the blocks already written.
+Ray's HTTP stage sends a batch's requests one after another, so ``C`` batches at once
+are ``C`` calls in flight per actor. Ray knows no token limit: ``qps`` paces each batch
+on its own (not the actors together), and a 429 is retried after ``base * 2**n`` seconds
+(``Retry-After`` is not read), at most ``max_retries`` times; a row whose retries run
+out fails the whole run (the HTTP processor has no ``should_continue_on_error``).
+``max_retries`` is the recipe's 5 attempts.
+
+``--checkpoint-dir`` turns on Ray Data's checkpointing (``DataContext.checkpoint_config``,
+keyed on ``id``), so a rerun after a kill skips the rows of the output blocks written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+RETRIES = 4
+"""Retries after the first attempt: the recipe's 5 attempts."""
+BATCH_ROWS = 16
+"""Rows per batch: small enough that each actor has many batches to run at once."""
+LOGICAL_CPUS = 4
+BLOCK_ROWS = 100
+"""Rows per block: Ray's unit of checkpointing (and of an actor's task)."""
+
+
+def build(url: str, body: dict[str, Any], capacity: int, qps: int) -> Any:
+    from ray.data.llm import HttpRequestProcessorConfig, build_processor
+
+    config = HttpRequestProcessorConfig(
+        url=url,
+        concurrency=2,
+        batch_size=BATCH_ROWS,
+        qps=qps,
+        max_retries=RETRIES,
+        base_retry_wait_time_in_s=1,
+    )
+    template = json.dumps(body)
+
+    def payload(row: dict[str, Any]) -> dict[str, Any]:
+        title = json.dumps(row["title"])[1:-1]  # a JSON string's inside
+        return {"payload": json.loads(template.replace("{title}", title))}
+
+    def answer(row: dict[str, Any]) -> dict[str, Any]:
+        text = row["http_response"]["choices"][0]["message"]["content"]
+        return {"id": row["id"], "title": row["title"], "answer": text}
+
+    return build_processor(config, preprocess=payload, postprocess=answer)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.model_ray")
+    for flag in ("--url", "--input", "--output", "--body"):
+        parser.add_argument(flag, required=True)
+    parser.add_argument("--capacity", type=int, required=True, help="calls in flight per actor")
+    parser.add_argument("--qps", type=int, required=True, help="Ray's qps (per batch)")
+    parser.add_argument("--records", type=int, required=True, help="rows in the input")
+    parser.add_argument("--checkpoint-dir")
+    args = parser.parse_args(argv)
+    os.environ["RAY_DATA_DEFAULT_ASYNC_BATCH_UDF_MAX_CONCURRENCY"] = str(args.capacity)
+    import ray
+    import ray.data
+
+    ray.init(
+        num_cpus=LOGICAL_CPUS,
+        include_dashboard=False,
+        object_store_memory=10**9,
+        log_to_driver=False,
+    )
+    try:
+        context = ray.data.DataContext.get_current()
+        context.enable_progress_bars = False
+        if args.checkpoint_dir:
+            from ray.data.checkpoint import CheckpointConfig
+
+            context.checkpoint_config = CheckpointConfig(
+                id_column="id", checkpoint_path=args.checkpoint_dir
+            )
+        processor = build(args.url, json.loads(args.body), args.capacity, args.qps)
+        blocks = max(2, args.records // BLOCK_ROWS)
+        dataset = ray.data.read_json(args.input, override_num_blocks=blocks)
+        processor(dataset).write_parquet(args.output)
+    finally:
+        ray.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
