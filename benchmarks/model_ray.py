@@ -2,23 +2,17 @@
 endpoint: the issue's first peer, configured as its documentation shows.
 
 ``.venv-bench/bin/python -m benchmarks.model_ray --url U --input I --output O --body B
---capacity C [--checkpoint-dir D]`` runs in the benchmark environment (Ray is not one of
-the project's dependencies; ``ray.data.llm`` needs ``pydantic`` beside ``ray[data]``, and
-no GPU stack for the HTTP processor).
+--capacity C --qps Q --records N [--checkpoint-dir D]`` runs in the benchmark
+environment (Ray is not one of the project's dependencies; ``ray.data.llm`` needs
+``pydantic`` beside ``ray[data]``, and no GPU stack for the HTTP processor).
 
-The same in flight as the job's ``local[2]`` with 2 partitions of ``C`` calls: 2 actors
-(``concurrency=2``), each running ``C`` batches at once
-(``RAY_DATA_DEFAULT_ASYNC_BATCH_UDF_MAX_CONCURRENCY``, 4 by default). A local Ray counts
-``LOGICAL_CPUS`` on the machine's 2 cores: the two actors and the checkpoint filter hold
-one each, and the read and write tasks need one more (with 2 the run stalls). The input is read
-in blocks of ``BLOCK_ROWS``: Ray's checkpoint is written a block at a time, so a kill
-keeps only the blocks already written.
-Ray's HTTP stage sends a batch's requests one after another, so ``C`` batches at once
-are ``C`` calls in flight per actor. Ray knows no token limit: ``qps`` paces each batch
-on its own (not the actors together), and a 429 is retried after ``base * 2**n`` seconds
+The same calls in flight as the job's 2 partitions of ``C``: 2 actors (``concurrency=2``),
+each running ``C`` batches at once (``RAY_DATA_DEFAULT_ASYNC_BATCH_UDF_MAX_CONCURRENCY``,
+4 by default); Ray's HTTP stage sends a batch's requests one after another, so that is
+``C`` calls in flight per actor. Ray knows no token limit: ``qps`` paces each batch on
+its own (not the actors together), and a 429 is retried after ``base * 2**n`` seconds
 (``Retry-After`` is not read), at most ``max_retries`` times; a row whose retries run
 out fails the whole run (the HTTP processor has no ``should_continue_on_error``).
-``max_retries`` is the recipe's 5 attempts.
 
 ``--checkpoint-dir`` turns on Ray Data's checkpointing (``DataContext.checkpoint_config``,
 keyed on ``id``), so a rerun after a kill skips the rows of the output blocks written.
@@ -36,9 +30,12 @@ RETRIES = 4
 """Retries after the first attempt: the recipe's 5 attempts."""
 BATCH_ROWS = 16
 """Rows per batch: small enough that each actor has many batches to run at once."""
-LOGICAL_CPUS = 4
 BLOCK_ROWS = 100
-"""Rows per block: Ray's unit of checkpointing (and of an actor's task)."""
+"""Rows per block: Ray's unit of checkpointing (a kill keeps the blocks written) and of
+an actor's task."""
+LOGICAL_CPUS = 4
+"""CPUs a local Ray counts on the machine's 2 cores: the two actors and the checkpoint
+filter hold one each, and the read and write tasks need one more (with 2 the run stalls)."""
 
 
 def build(url: str, body: dict[str, Any], capacity: int, qps: int) -> Any:
