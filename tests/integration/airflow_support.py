@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from demo import stack
 from demo.stack import airflow, airflow_env, airflow_services, demo_api
@@ -75,6 +76,7 @@ def airflow_stack(
 
 
 def trigger(services, day: str, **conf: Any) -> str:
+    make_room(services)
     run = services.request(
         "POST",
         f"/api/v2/dags/{DAG}/dagRuns",
@@ -84,6 +86,18 @@ def trigger(services, day: str, **conf: Any) -> str:
         },
     )
     return run["dag_run_id"]
+
+
+def make_room(services) -> None:
+    """Fail the DAG's scheduled runs, which wait for input no test writes: with catchup
+    off, unpausing the DAG starts the latest interval's run, and each UTC midnight starts
+    another; two of them fill ``max_active_runs=2`` and a triggered run waits behind them
+    until the test times out (a suite that crossed midnight did)."""
+    for state in ("queued", "running"):
+        query = f"/api/v2/dags/{DAG}/dagRuns?run_type=scheduled&state={state}"
+        for run in services.request("GET", query)["dag_runs"]:
+            path = f"/api/v2/dags/{DAG}/dagRuns/{quote(run['dag_run_id'])}"
+            services.request("PATCH", path, {"state": "failed"})
 
 
 def namespace(day: str) -> NamespaceKey:

@@ -26,7 +26,14 @@ import pytest
 
 from demo.stack import BIN, ROOT, airflow_env, airflow_services, demo_api, free_port
 
-from .airflow_support import DAG, assert_run_succeeds, committed, init_airflow, summary_of
+from .airflow_support import (
+    DAG,
+    assert_run_succeeds,
+    committed,
+    init_airflow,
+    make_room,
+    summary_of,
+)
 from .job_support import read_output, write_input
 from .spark_cluster import standalone_cluster
 
@@ -192,6 +199,7 @@ def start_and_kill_the_task(stack, day: str) -> tuple[str, float]:
     api, services, tmp, rest = stack
     write_input(tmp / "data" / "input" / day / "part.jsonl", [f"{day}-{i}" for i in range(ROWS)])
     api.post("/stats/reset")
+    make_room(services)
     run = services.request(
         "POST", f"/api/v2/dags/{DAG}/dagRuns", {"logical_date": f"{day}T00:00:00Z", "conf": CONF}
     )

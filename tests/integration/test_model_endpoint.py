@@ -161,9 +161,12 @@ async def test_a_fixed_window_is_recognised_and_spent_from_its_start_without_429
     first_fixed = math.ceil(EVIDENCE_S / window_s) + 2  # evidence, then its own window
     whole = range(first_fixed, max(tokens))  # the last window is partial
     assert len(whole) >= 3, tokens
+    # Each window filled but for at most one call (a call's 15-20 tokens: on a busy
+    # machine the last one may settle after the window has turned), and 0.95 on average.
     for index in whole:
         early, late = tokens[index]
-        assert early + late >= 0.95 * 300 and early >= 0.9 * (early + late), (index, tokens)
+        assert early + late >= 0.9 * 300 and early >= 0.9 * (early + late), (index, tokens)
+    assert sum(sum(tokens[index]) for index in whole) >= 0.95 * 300 * len(whole), tokens
 
 
 async def test_the_cost_budget_stops_calls_before_they_are_sent():
