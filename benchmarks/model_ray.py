@@ -26,6 +26,8 @@ import os
 import sys
 from typing import Any
 
+from benchmarks.peers.ray_peer import local_ray
+
 RETRIES = 4
 """Retries after the first attempt: the recipe's 5 attempts."""
 BATCH_ROWS = 16
@@ -72,30 +74,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoint-dir")
     args = parser.parse_args(argv)
     os.environ["RAY_DATA_DEFAULT_ASYNC_BATCH_UDF_MAX_CONCURRENCY"] = str(args.capacity)
-    import ray
     import ray.data
 
-    ray.init(
-        num_cpus=LOGICAL_CPUS,
-        include_dashboard=False,
-        object_store_memory=10**9,
-        log_to_driver=False,
-    )
-    try:
-        context = ray.data.DataContext.get_current()
-        context.enable_progress_bars = False
-        if args.checkpoint_dir:
-            from ray.data.checkpoint import CheckpointConfig
-
-            context.checkpoint_config = CheckpointConfig(
-                id_column="id", checkpoint_path=args.checkpoint_dir
-            )
+    with local_ray(LOGICAL_CPUS, args.checkpoint_dir):
         processor = build(args.url, json.loads(args.body), args.capacity, args.qps)
         blocks = max(2, args.records // BLOCK_ROWS)
         dataset = ray.data.read_json(args.input, override_num_blocks=blocks)
         processor(dataset).write_parquet(args.output)
-    finally:
-        ray.shutdown()
     return 0
 
 

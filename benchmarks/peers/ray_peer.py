@@ -18,6 +18,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
@@ -60,6 +62,29 @@ class Enrich:
         )
 
 
+@contextmanager
+def local_ray(cpus: float, checkpoint_dir: str | None) -> Iterator[None]:
+    """A local Ray of ``cpus`` logical CPUs, quiet (no dashboard, no progress bars), with
+    Ray Data's checkpointing keyed on ``id`` in ``checkpoint_dir`` when given; shut down
+    on leaving."""
+    import ray
+    import ray.data
+
+    ray.init(num_cpus=cpus, include_dashboard=False, object_store_memory=10**9, log_to_driver=False)
+    try:
+        context = ray.data.DataContext.get_current()
+        context.enable_progress_bars = False
+        if checkpoint_dir:
+            from ray.data.checkpoint import CheckpointConfig
+
+            context.checkpoint_config = CheckpointConfig(
+                id_column="id", checkpoint_path=checkpoint_dir
+            )
+        yield
+    finally:
+        ray.shutdown()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.peers.ray_peer")
     parser.add_argument("--url", required=True)
@@ -69,19 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, required=True, help="rows in the input")
     parser.add_argument("--checkpoint-dir")
     args = parser.parse_args(argv)
-    import ray
     import ray.data
 
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=10**9, log_to_driver=False)
-    try:
-        context = ray.data.DataContext.get_current()
-        context.enable_progress_bars = False
-        if args.checkpoint_dir:
-            from ray.data.checkpoint import CheckpointConfig
-
-            context.checkpoint_config = CheckpointConfig(
-                id_column="id", checkpoint_path=args.checkpoint_dir
-            )
+    with local_ray(2, args.checkpoint_dir):
         # Blocks of about Spark's Arrow batch size, so both actors get work.
         blocks = max(2, args.records // 10_000)
         dataset = ray.data.read_parquet(args.input, override_num_blocks=blocks)
@@ -94,8 +109,6 @@ def main(argv: list[str] | None = None) -> int:
             batch_format="pyarrow",
         )
         enriched.write_parquet(args.output)
-    finally:
-        ray.shutdown()
     return 0
 
 
