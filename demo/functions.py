@@ -28,8 +28,19 @@ async def lookup(record: dict[str, Any]) -> dict[str, Any]:
 
 
 async def slow_lookup(record: dict[str, Any]) -> dict[str, Any]:
-    """Like :func:`lookup` after 10 ms; ids starting with ``slow`` take 300 ms (a straggler
-    partition for speculation tests)."""
+    """Like :func:`lookup` after 10 ms; ids starting with ``slow`` take 300 ms, and 3 s in
+    a Spark task's first attempt: a straggler that a speculative copy overtakes however
+    slowly the machine starts it (speculation tests)."""
     key = str(record["id"])
-    await asyncio.sleep(0.3 if key.startswith("slow") else 0.01)
+    delay = 0.01
+    if key.startswith("slow"):
+        delay = 3.0 if _first_task_attempt() else 0.3
+    await asyncio.sleep(delay)
     return await lookup(record)
+
+
+def _first_task_attempt() -> bool:
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return context is None or context.attemptNumber() == 0

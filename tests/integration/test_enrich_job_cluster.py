@@ -29,8 +29,8 @@ def ids_by_partition(spark, candidates: list[str]) -> dict[int, list[str]]:
 
 
 def test_speculative_attempts_never_corrupt_snapshots(tmp_path, spark):
-    # Long enough (40 x 0.3 s) that the copy Spark launches commits before the original
-    # ends, even on a loaded machine where Python workers start slowly.
+    # The original attempt needs 40 x 3 s, the copy 40 x 0.3 s (slow_lookup): the copy
+    # commits and wins even when a loaded machine starts it late.
     slow = ids_by_partition(spark, [f"slow{i:04d}" for i in range(400)])[0][:40]
     fast_by_partition = ids_by_partition(spark, [f"fast{i:04d}" for i in range(800)])
     fast = [key for p in range(1, PARTITIONS) for key in fast_by_partition[p][:60]]
