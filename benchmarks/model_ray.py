@@ -2,7 +2,7 @@
 endpoint: the issue's first peer, configured as its documentation shows.
 
 ``.venv-bench/bin/python -m benchmarks.model_ray --url U --input I --output O --body B
---capacity C --qps Q --records N [--checkpoint-dir D]`` runs in the benchmark
+--capacity C --qps Q --records N --max-retries M [--checkpoint-dir D]`` runs in the benchmark
 environment (Ray is not one of the project's dependencies; ``ray.data.llm`` needs
 ``pydantic`` beside ``ray[data]``, and no GPU stack for the HTTP processor).
 
@@ -28,8 +28,6 @@ from typing import Any
 
 from benchmarks.peers.ray_peer import local_ray
 
-RETRIES = 4
-"""Retries after the first attempt: the recipe's 5 attempts."""
 BATCH_ROWS = 16
 """Rows per batch: small enough that each actor has many batches to run at once."""
 BLOCK_ROWS = 100
@@ -40,7 +38,7 @@ LOGICAL_CPUS = 4
 filter hold one each, and the read and write tasks need one more (with 2 the run stalls)."""
 
 
-def build(url: str, body: dict[str, Any], capacity: int, qps: int) -> Any:
+def build(url: str, body: dict[str, Any], qps: int, retries: int) -> Any:
     from ray.data.llm import HttpRequestProcessorConfig, build_processor
 
     config = HttpRequestProcessorConfig(
@@ -48,7 +46,7 @@ def build(url: str, body: dict[str, Any], capacity: int, qps: int) -> Any:
         concurrency=2,
         batch_size=BATCH_ROWS,
         qps=qps,
-        max_retries=RETRIES,
+        max_retries=retries,
         base_retry_wait_time_in_s=1,
     )
     template = json.dumps(body)
@@ -71,13 +69,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--capacity", type=int, required=True, help="calls in flight per actor")
     parser.add_argument("--qps", type=int, required=True, help="Ray's qps (per batch)")
     parser.add_argument("--records", type=int, required=True, help="rows in the input")
+    parser.add_argument("--max-retries", type=int, required=True, help="Ray's max_retries")
     parser.add_argument("--checkpoint-dir")
     args = parser.parse_args(argv)
     os.environ["RAY_DATA_DEFAULT_ASYNC_BATCH_UDF_MAX_CONCURRENCY"] = str(args.capacity)
     import ray.data
 
     with local_ray(LOGICAL_CPUS, args.checkpoint_dir):
-        processor = build(args.url, json.loads(args.body), args.capacity, args.qps)
+        processor = build(args.url, json.loads(args.body), args.qps, args.max_retries)
         blocks = max(2, args.records // BLOCK_ROWS)
         dataset = ray.data.read_json(args.input, override_num_blocks=blocks)
         processor(dataset).write_parquet(args.output)
