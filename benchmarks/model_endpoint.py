@@ -55,11 +55,15 @@ import yaml
 from benchmarks.peers.measure import TreeSampler
 from benchmarks.peers.run import bench_python
 
-RESULTS = Path(__file__).parent / "results" / "model_endpoint.json"
 ROOT = Path(__file__).resolve().parents[1]
 WINDOW_S = float(os.environ.get("BENCH_MODEL_WINDOW_S", "6"))
 """The endpoint's window: a provider's minute scaled down tenfold by default; 60 for a
 provider's own (with T, R and the records scaled up to match, the run takes longer)."""
+RESULTS = (
+    Path(__file__).parent
+    / "results"
+    / ("model_endpoint.json" if WINDOW_S == 6 else f"model_endpoint_window_{WINDOW_S:g}s.json")
+)
 TOKENS = int(os.environ.get("BENCH_MODEL_TOKENS", "3000"))
 REQUESTS = int(os.environ.get("BENCH_MODEL_REQUESTS", "300"))
 RECORDS = int(os.environ.get("BENCH_MODEL_RECORDS", "1500"))
