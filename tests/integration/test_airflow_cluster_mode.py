@@ -31,8 +31,8 @@ from .airflow_support import (
     assert_run_succeeds,
     committed,
     init_airflow,
-    make_room,
     summary_of,
+    trigger,
 )
 from .job_support import read_output, write_input
 from .spark_cluster import standalone_cluster
@@ -199,15 +199,12 @@ def start_and_kill_the_task(stack, day: str) -> tuple[str, float]:
     api, services, tmp, rest = stack
     write_input(tmp / "data" / "input" / day / "part.jsonl", [f"{day}-{i}" for i in range(ROWS)])
     api.post("/stats/reset")
-    make_room(services)
-    run = services.request(
-        "POST", f"/api/v2/dags/{DAG}/dagRuns", {"logical_date": f"{day}T00:00:00Z", "conf": CONF}
-    )
+    run_id = trigger(services, day, **CONF)
     victim = services.wait_for(lambda: task_process(rest), 600, "the task polling its driver", 0.2)
     services.wait_for(lambda: committed(tmp, day) >= ROWS // 5, 600, "snapshots", 0.3)
     alive = time.time() - victim.create_time()
     victim.send_signal(signal.SIGKILL)
-    return run["dag_run_id"], alive
+    return run_id, alive
 
 
 def retry_seconds(services, run_id: str) -> float:
