@@ -10,8 +10,15 @@ import shutil
 import sys
 from typing import TYPE_CHECKING
 
+from spark_jobs.driver.class_archive import (
+    ClassArchive,
+    class_archive,
+    drop_if_refused,
+    launching,
+    set_aside,
+)
 from spark_jobs.driver.connect import connect_session
-from spark_jobs.driver.launch_conf import launch_conf
+from spark_jobs.driver.launch_conf import launch_conf, under_spark_submit
 from spark_jobs.driver.spark_logging import quiet_builder
 from spark_jobs.spec.spec_error import SpecError
 
@@ -28,17 +35,27 @@ def check_java() -> None:
         )
 
 
-def spark_session(ship_env: str | None, remote: str | None = None) -> SparkSession:
+def spark_session(
+    ship_env: str | None, remote: str | None = None
+) -> tuple[SparkSession, ClassArchive | None]:
     """The job's session: a Spark Connect client of ``remote`` (``sc://...``), else a
-    classic one (spark-submit's, or ``local[*]`` under ``python -m``)."""
-    spark = connect_session(remote) if remote else _classic_session(ship_env)
+    classic one (spark-submit's, or ``local[*]`` under ``python -m``); and the class
+    archive its driver JVM writes or maps when launched here (``class_archive.py``: once
+    the session stops, ``keep_written``)."""
+    archive = None
+    if remote:
+        spark = connect_session(remote)
+    else:
+        spark, archive = _classic_session(ship_env)
     # Partition ids must mean the same rows in every attempt: no adaptive coalescing.
     spark.conf.set("spark.sql.adaptive.enabled", "false")
     spark.conf.set("spark.sql.shuffle.partitions", "8")  # only the small per-partition count
-    return spark
+    return spark, archive
 
 
-def _classic_session(ship_env: str | None) -> SparkSession:
+def _classic_session(ship_env: str | None) -> tuple[SparkSession, ClassArchive | None]:
+    from pyspark import SparkContext
+    from pyspark.errors import PySparkRuntimeError
     from pyspark.sql import SparkSession
 
     submitted = launch_conf()  # spark-submit's --master, --files, --conf
@@ -55,7 +72,19 @@ def _classic_session(ship_env: str | None) -> SparkSession:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if not submitted.contains("spark.master"):  # python -m, not spark-submit
         builder = builder.master(os.environ.get("SPARK_MASTER", "local[*]"))
-    return builder.getOrCreate()
+    # A JVM already running (spark-submit's, an earlier session's here) took its options.
+    archive = None if under_spark_submit() or SparkContext._gateway else class_archive()
+    try:
+        with launching(archive):
+            spark = builder.getOrCreate()
+        drop_if_refused(archive)
+        return spark, archive
+    except PySparkRuntimeError as error:
+        if archive is None or error.getCondition() != "JAVA_GATEWAY_EXITED":
+            raise
+    spark = builder.getOrCreate()  # raises again unless the archive's options were at fault
+    set_aside(archive)
+    return spark, None
 
 
 def cancel_running(spark: SparkSession) -> None:
