@@ -102,7 +102,7 @@ bench-reliability: $(STAMP)
 # The model-endpoint enricher against a token-limited demo endpoint, beside the
 # mapInArrow + aiohttp recipe and Ray Data's HTTP processor (docs/performance.md,
 # "Model endpoints"); about thirteen minutes.
-bench-model: $(STAMP)
+bench-model: jvm-archive
 	-$(MAKE) --no-print-directory bench-venv
 	$(PY) -m benchmarks.model_endpoint
 

@@ -54,6 +54,7 @@ import yaml
 
 from benchmarks.peers.measure import TreeSampler
 from benchmarks.peers.run import bench_python
+from spark_jobs.driver.class_archive import class_archive
 
 ROOT = Path(__file__).resolve().parents[1]
 WINDOW_S = float(os.environ.get("BENCH_MODEL_WINDOW_S", "6"))
@@ -205,6 +206,15 @@ def ray_retries() -> int:
     return max(4, spanning_a_window)
 
 
+def jvm_class_archive() -> str:
+    """Whether the job's driver JVM maps its class archive (``make bench-model`` writes it
+    first), or its runs write it as they end."""
+    archive = class_archive()
+    if archive is None:
+        return "off"
+    return "mapped" if archive.writing is None else "written by the first run"
+
+
 def ray_llm_missing() -> str | None:
     """Why Ray Data's HTTP processor cannot run here, or None."""
     python = bench_python()
@@ -300,6 +310,7 @@ def main() -> int:
         "latency_s": LATENCY_S,
         "capacity_per_partition": CAPACITY,
         "partitions": 2,
+        "job_jvm_class_archive": jvm_class_archive(),
     }
     if unknown := set(CHOSEN) - set(CONTENDERS):
         raise SystemExit(f"BENCH_MODEL_CONTENDERS: no {sorted(unknown)}; from {list(CONTENDERS)}")
