@@ -232,20 +232,17 @@ def write_now() -> str:
         return f"no JVM class archive: {SETTING} is off, or CDS options are set already"
     if archive.writing is None:
         return f"the JVM class archive exists: {archive.path}"
-    import sys
     import tempfile
 
-    from pyspark.sql import SparkSession
+    from spark_jobs.driver.spark_session import spark_session  # which imports this module
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # not python3 from PATH
-    with launching(archive):
-        spark = SparkSession.builder.master("local[2]").appName("class_archive").getOrCreate()
+    spark, launched = spark_session(None)  # writes the archive: there is none yet
     try:
         with tempfile.TemporaryDirectory() as folder:
             _run_job_steps(spark, Path(folder))
     finally:
         spark.stop()
-        keep_written(archive)
+        keep_written(launched)
     written = class_archive()
     if written is None or written.writing is not None:
         raise RuntimeError(f"the JVM class archive was not written: {archive.path}")
