@@ -34,7 +34,7 @@ PYTEST_DIST = -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder
 # The driver JVM's class archive (spark_jobs/driver/class_archive.py), written once per
 # machine before the suite, so that no test's job run pays for writing it.
 jvm-archive: $(STAMP)
-	$(PY) -m spark_jobs.driver.class_archive
+	$(PY) -m spark_jobs.driver.write_class_archive
 
 # The slowest tests are listed at the end: the suite's time budget is 30 min on 2 cores.
 test: jvm-archive

@@ -16,9 +16,10 @@ from spark_jobs.asyncwait import (
     RetryStrategy,
     Watermark,
 )
+from tests.virtual_clock import run_on_virtual_clock
 
 MAX_ATTEMPTS = 3
-TIMEOUT = 0.2  # ample for a healthy record on a busy machine; hung ones still time out
+TIMEOUT = 0.2  # on the virtual clock: only a hung record ever waits this long
 
 record_plan = st.fixed_dictionaries(
     {
@@ -131,7 +132,9 @@ def check_contracts(outputs, source, s):
 
 
 def run(coro):
-    return asyncio.run(coro)
+    """On a virtual clock: a record times out because it hangs, never because the machine
+    was busy."""
+    return run_on_virtual_clock(coro)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
