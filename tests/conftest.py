@@ -15,7 +15,9 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 )
 # Every JVM spark-submit starts for a test (the jobs, Airflow's tasks, the session below)
 # lives a minute or so, most of it starting: C1-only compiling and a one-thread collector
-# halve a small job's wall time on 2 busy cores. Set SPARK_SUBMIT_OPTS to choose others.
+# halve a small job's wall time on 2 busy cores. The job chooses C1 alone for a JVM it
+# launches itself (driver_jvm.py); this is for spark-submit's too. Set SPARK_SUBMIT_OPTS
+# to choose others.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 

@@ -32,16 +32,14 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from spark_jobs.driver.driver_jvm import chosen_elsewhere
 
 logger = logging.getLogger(__name__)
 
 SETTING = "ENRICH_JVM_CLASS_ARCHIVE"
-#: The environment variable spark-submit's launcher adds to the driver JVM's options
-#: (client mode), beside and not instead of ``spark.driver.extraJavaOptions``.
-SUBMIT_OPTIONS = "SPARK_SUBMIT_OPTS"
 #: Where a user already chose an archive (or any CDS option) for the JVM: left alone.
 _CHOSEN_ELSEWHERE = ("SharedArchiveFile", "ArchiveClassesAtExit", "Xshare")
 #: HotSpot's CDS warnings go to the JVM's stdout, which is the job's (its summary line);
@@ -74,7 +72,7 @@ def class_archive(environ: dict[str, str] | None = None) -> ClassArchive | None:
     CDS options, no folder that can be written)."""
     env = dict(os.environ if environ is None else environ)
     folder = _folder(env)
-    if folder is None or any(_chosen_elsewhere(env.get(name, "")) for name in _JAVA_VARIABLES):
+    if folder is None or chosen_elsewhere(_CHOSEN_ELSEWHERE, env):
         return None
     name = f"spark-{_installation_key(env)}"
     whole = _whole_archive(folder, name)
@@ -102,13 +100,6 @@ def _whole_archive(folder: Path, name: str) -> Path | None:
             )
             candidate.unlink()
     return None
-
-
-_JAVA_VARIABLES = (SUBMIT_OPTIONS, "JDK_JAVA_OPTIONS", "JAVA_TOOL_OPTIONS", "PYSPARK_SUBMIT_ARGS")
-
-
-def _chosen_elsewhere(options: str) -> bool:
-    return any(option in options for option in _CHOSEN_ELSEWHERE)
 
 
 def _folder(env: dict[str, str]) -> Path | None:
@@ -140,23 +131,6 @@ def _remove_stale_partials(folder: Path) -> None:
         with contextlib.suppress(OSError):
             if time.time() - partial.stat().st_mtime > STALE_PARTIAL_S:
                 partial.unlink()
-
-
-@contextlib.contextmanager
-def launching(archive: ClassArchive | None) -> Iterator[None]:
-    """The driver JVM launched inside this block gets the archive's Java options."""
-    if archive is None:
-        yield
-        return
-    before = os.environ.get(SUBMIT_OPTIONS)
-    os.environ[SUBMIT_OPTIONS] = f"{before or ''} {archive.java_options}".strip()
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ[SUBMIT_OPTIONS]
-        else:
-            os.environ[SUBMIT_OPTIONS] = before
 
 
 def set_aside(archive: ClassArchive) -> None:

@@ -29,6 +29,7 @@ from spark_jobs.driver.dead_letter_retry import (
     original_fingerprint,
     retry_namespace,
 )
+from spark_jobs.driver.driver_jvm import jit_options
 from spark_jobs.driver.executor_check import ExecutorCheck, ExecutorEnvironmentError
 from spark_jobs.driver.input_reader import read_input
 from spark_jobs.driver.lineage_parent import with_lineage_parent
@@ -82,6 +83,7 @@ def main(argv: list[str] | None = None) -> ExitStatus:
         remote = remote_url(spec.remote, spec.ship_env)
         if remote is None:  # a Spark Connect client needs no Java
             check_java()
+            jit_options()  # an unknown ENRICH_JVM_JIT stops the run before the JVM starts
     except SpecError as error:
         print(f"enrich_job: error: {error}", file=sys.stderr)
         return ExitStatus.BAD_OPTIONS

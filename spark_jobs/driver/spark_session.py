@@ -10,14 +10,9 @@ import shutil
 import sys
 from typing import TYPE_CHECKING
 
-from spark_jobs.driver.class_archive import (
-    ClassArchive,
-    class_archive,
-    drop_if_refused,
-    launching,
-    set_aside,
-)
+from spark_jobs.driver.class_archive import ClassArchive, class_archive, drop_if_refused, set_aside
 from spark_jobs.driver.connect import connect_session
+from spark_jobs.driver.driver_jvm import jit_options, launching
 from spark_jobs.driver.launch_conf import launch_conf, under_spark_submit
 from spark_jobs.driver.spark_logging import quiet_builder
 from spark_jobs.spec.spec_error import SpecError
@@ -41,7 +36,7 @@ def spark_session(
     """The job's session: a Spark Connect client of ``remote`` (``sc://...``), else a
     classic one (spark-submit's, or ``local[*]`` under ``python -m``); and the class
     archive its driver JVM writes or maps when launched here (``class_archive.py``: once
-    the session stops, ``keep_written``)."""
+    the session stops, ``keep_written``; its JIT options: ``driver_jvm.py``)."""
     archive = None
     if remote:
         spark = connect_session(remote)
@@ -73,16 +68,19 @@ def _classic_session(ship_env: str | None) -> tuple[SparkSession, ClassArchive |
     if not submitted.contains("spark.master"):  # python -m, not spark-submit
         builder = builder.master(os.environ.get("SPARK_MASTER", "local[*]"))
     # A JVM already running (spark-submit's, an earlier session's here) took its options.
-    archive = None if under_spark_submit() or SparkContext._gateway else class_archive()
+    launched_here = not (under_spark_submit() or SparkContext._gateway)
+    archive = class_archive() if launched_here else None
+    jit = jit_options() if launched_here else ""
     try:
-        with launching(archive):
+        with launching(f"{archive.java_options} {jit}" if archive else jit):
             spark = builder.getOrCreate()
         drop_if_refused(archive)
         return spark, archive
     except PySparkRuntimeError as error:
         if archive is None or error.getCondition() != "JAVA_GATEWAY_EXITED":
             raise
-    spark = builder.getOrCreate()  # raises again unless the archive's options were at fault
+    with launching(jit):  # raises again unless the archive's options were at fault
+        spark = builder.getOrCreate()
     set_aside(archive)
     return spark, None
 

@@ -1,6 +1,7 @@
 """The driver JVM's class archive with real JVMs: the job's first run writes it, later
 sessions map it (the archive shows in the JVM's memory maps), and an archive damaged on
-disk never stops a session from starting."""
+disk never stops a session from starting. Beside it, the JIT options a launched JVM runs
+with (``driver_jvm.py``), as the JVM itself reports them."""
 
 from __future__ import annotations
 
@@ -18,8 +19,10 @@ from .job_support import ROOT, job_args, write_input
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
+QUICK = "-XX:TieredStopAtLevel=1"
+
 #: A session as the job opens one, reporting which of the folder's archives its JVM has
-#: mapped (the JDK's own base archive is mapped too).
+#: mapped (the JDK's own base archive is mapped too) and its JIT options.
 SESSION = """
 import json, os, sys
 from pyspark import SparkContext
@@ -31,24 +34,34 @@ with open(f"/proc/{jvm}/maps") as maps:
     files = {line.split()[-1] for line in maps if line.rstrip().endswith(".jsa")}
 folder = os.environ["ENRICH_JVM_CLASS_ARCHIVE"]
 mapped = sorted(path for path in files if path.startswith(folder))
+arguments = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
+jit = [str(argument) for argument in arguments if "Tiered" in str(argument)]
 rows = spark.range(3).count()
 spark.stop()
 keep_written(archive)
-print(json.dumps({"mapped": mapped, "rows": rows}))
+print(json.dumps({"mapped": mapped, "jit": jit, "rows": rows}))
 """
 
 
 def environment(folder: Path) -> dict[str, str]:
-    return {**os.environ, "PYSPARK_PYTHON": sys.executable, "ENRICH_JVM_CLASS_ARCHIVE": str(folder)}
+    """The archives in ``folder``; the JIT left to the job (the suite's own JIT choice for
+    its JVMs, in tests/conftest.py, would be the user's, which the job leaves alone)."""
+    own = {"SPARK_SUBMIT_OPTS": "-XX:+UseSerialGC"}
+    return {
+        **os.environ,
+        **own,
+        "PYSPARK_PYTHON": sys.executable,
+        "ENRICH_JVM_CLASS_ARCHIVE": str(folder),
+    }
 
 
-def open_session(folder: Path) -> dict:
-    """A session through spark_session(); the JVM's crash report, if any, in ``folder``'s
-    parent."""
+def open_session(folder: Path, **settings: str) -> dict:
+    """A session through spark_session(), with the environment's ``settings``; the JVM's
+    crash report, if any, in ``folder``'s parent."""
     done = subprocess.run(
         [sys.executable, "-c", SESSION],
         cwd=folder.parent,
-        env={**environment(folder), "PYTHONPATH": str(ROOT)},
+        env={**environment(folder), "PYTHONPATH": str(ROOT), **settings},
         capture_output=True,
         text=True,
         timeout=300,
@@ -90,7 +103,13 @@ def test_the_first_run_writes_the_archive_and_later_sessions_map_it(first_run):
     assert "writing the driver JVM's class archive once" in done.stderr
 
     session = open_session(folder)
-    assert session == {"mapped": [str(archive)], "rows": 3}
+    assert session == {"mapped": [str(archive)], "jit": [QUICK], "rows": 3}
+
+
+def test_full_jit_keeps_the_jvms_own_tiers_beside_the_archive(first_run):
+    (archive,) = archives(first_run[1])
+    session = open_session(first_run[1], ENRICH_JVM_JIT="full")
+    assert session == {"mapped": [str(archive)], "jit": [], "rows": 3}
 
 
 @pytest.mark.parametrize("damage", ["truncated, renamed to fit", "bytes flipped"])
@@ -113,7 +132,8 @@ def test_a_damaged_archive_never_stops_a_session(first_run, tmp_path, damage):
 
     session = open_session(folder)
     assert session["rows"] == 3
-    # The JVM ran without it, and it is gone: this run or the next writes a whole one.
-    assert session["mapped"] == []
+    # The JVM ran without it (its JIT options kept), and it is gone: this run or the next
+    # writes a whole one.
+    assert session["mapped"] == [] and session["jit"] == [QUICK]
     assert not (folder / name).exists()
     assert archives(folder) == []

@@ -1,5 +1,5 @@
-"""Every entry point answers --help, and a missing Java is one clear line (a port in
-use: tests/integration/test_demo_api.py)."""
+"""Every entry point answers --help, and a missing Java or an unknown JIT setting is one
+clear line (a port in use: tests/integration/test_demo_api.py)."""
 
 from __future__ import annotations
 
@@ -34,28 +34,14 @@ def test_help(module):
     assert "usage:" in result.stdout
 
 
+JOB_ARGS = [
+    *("--input", "i", "--output", "o", "--key-column", "id", "--snapshot-dir", "s"),
+    *("--url-template", "http://h/{id}", "--response-field", "n=$.n"),
+]
+
+
 @pytest.mark.parametrize(
-    ("module", "args"),
-    [
-        (
-            "spark_jobs.enrich_job",
-            [
-                "--input",
-                "i",
-                "--output",
-                "o",
-                "--key-column",
-                "id",
-                "--snapshot-dir",
-                "s",
-                "--url-template",
-                "http://h/{id}",
-                "--response-field",
-                "n=$.n",
-            ],
-        ),
-        ("demo.run", []),
-    ],
+    ("module", "args"), [("spark_jobs.enrich_job", JOB_ARGS), ("demo.run", [])]
 )
 def test_missing_java_is_one_clear_line(module, args):
     env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
@@ -64,3 +50,12 @@ def test_missing_java_is_one_clear_line(module, args):
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Java" in lines[0] and "Traceback" not in result.stderr
+
+
+def test_an_unknown_jit_setting_is_one_clear_line_before_any_jvm_starts():
+    result = run(
+        "-m", "spark_jobs.enrich_job", *JOB_ARGS, env={**os.environ, "ENRICH_JVM_JIT": "fast"}
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "ENRICH_JVM_JIT='fast'" in lines[0], result.stderr

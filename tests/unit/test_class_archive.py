@@ -89,19 +89,6 @@ def test_a_dead_writers_partial_archive_is_removed_a_live_ones_kept(tmp_path):
     assert not dead.exists() and live.exists()
 
 
-def test_launching_adds_the_options_to_the_users_own_and_restores_them(tmp_path, monkeypatch):
-    archive = ca.class_archive(env(tmp_path))
-    assert archive is not None
-    monkeypatch.setenv(ca.SUBMIT_OPTIONS, "-Dmine=1")
-    with ca.launching(archive):
-        assert os.environ[ca.SUBMIT_OPTIONS] == f"-Dmine=1 {archive.java_options}"
-    assert os.environ[ca.SUBMIT_OPTIONS] == "-Dmine=1"
-    monkeypatch.delenv(ca.SUBMIT_OPTIONS)
-    with ca.launching(archive):
-        assert os.environ[ca.SUBMIT_OPTIONS] == archive.java_options
-    assert ca.SUBMIT_OPTIONS not in os.environ
-
-
 def test_an_archive_not_the_size_it_was_written_is_deleted_before_any_jvm_maps_it(tmp_path):
     archive = ca.class_archive(env(tmp_path))
     assert archive is not None
