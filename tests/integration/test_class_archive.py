@@ -46,10 +46,9 @@ print(json.dumps({"mapped": mapped, "jit": jit, "rows": rows}))
 def environment(folder: Path) -> dict[str, str]:
     """The archives in ``folder``; the JIT left to the job (the suite's own JIT choice for
     its JVMs, in tests/conftest.py, would be the user's, which the job leaves alone)."""
-    own = {"SPARK_SUBMIT_OPTS": "-XX:+UseSerialGC"}
     return {
         **os.environ,
-        **own,
+        "SPARK_SUBMIT_OPTS": "-XX:+UseSerialGC",
         "PYSPARK_PYTHON": sys.executable,
         "ENRICH_JVM_CLASS_ARCHIVE": str(folder),
     }
