@@ -94,7 +94,7 @@ async def send(
     end = start + limits.total if limits.total is not None else None
     phase, phase_s = "first byte", limits.first_byte
     timer = Deadline(_earliest(end, start, limits.first_byte))
-    progress = None
+    progress, answered = None, False
     try:
         async with timer:
             progress = stragglers.begin(timer, start)
@@ -107,7 +107,7 @@ async def send(
                 phase, phase_s = "stall", limits.stall
                 decoder = _decoder(response.headers.get("Content-Encoding"))
                 payload = await _read_capped(response.content, decoder, limits, progress, end)
-                headers = response.headers
+                headers, answered = response.headers, True
                 return Reply(response.status, payload, headers.get("Retry-After"), headers)
     except TimeoutError:
         if not timer.expired():
@@ -119,7 +119,7 @@ async def send(
         raise AttemptTimeout(phase, phase_s or 0.0) from None
     finally:
         if progress is not None:
-            stragglers.end(progress)
+            stragglers.end(progress, answered)
 
 
 async def _read_capped(

@@ -10,6 +10,13 @@ ended, an attempt that has gone silent (no header, no byte) for ``SILENCE_FACTOR
 p99 of the partition's recent answer times, and at least ``MIN_SILENCE_S``, is cut and
 retried at once, as the read-stall deadline would have done later.
 
+Only once it has been overtaken: an attempt sent after it has been answered, so the
+server is answering, just not this one; its silence counts from the later of its last
+sign of life and the moment that was seen. A server that pauses for everyone (a GC
+pause, a CPU it shares, a restart) leaves every attempt in flight silent at once, and
+cutting them all would only pay for each call twice when it comes back (a run stopped
+short of its ``--max-requests`` that way, on a loaded CI machine).
+
 Before the input ends nothing is cut: other records keep the slot busy, and only the
 read-stall deadline applies. An attempt still receiving bytes is never cut, however long
 its body takes; without ``MIN_ANSWERS`` answers to judge by, nothing is; nor right after
@@ -40,13 +47,23 @@ CHECK_S = 0.05
 class AttemptProgress:
     """One attempt in flight: when it last heard from the server, and its deadline."""
 
-    __slots__ = ("cut_after", "heard_at", "timer")
+    __slots__ = ("cut_after", "heard_at", "overtaken_at", "sent", "timer")
 
-    def __init__(self, timer: Deadline, heard_at: float) -> None:
+    def __init__(self, timer: Deadline, heard_at: float, sent: int) -> None:
         self.timer = timer
         self.heard_at = heard_at
+        self.sent = sent
+        """Its place in the order the enricher's attempts were sent (1 for the first)."""
+        self.overtaken_at: float | None = None
+        """When the watch saw an attempt sent after it answered; None before."""
         self.cut_after: float | None = None
         """The silence it was cut after, as a straggler; None while it is not cut."""
+
+    def silent_since(self) -> float | None:
+        """When its silence began to count as a straggler's; None while not overtaken."""
+        if self.overtaken_at is None:
+            return None
+        return max(self.heard_at, self.overtaken_at)
 
     def heard(self, now: float) -> None:
         """Headers or a chunk arrived: the attempt is alive (a cut not yet fired is off:
@@ -63,15 +80,21 @@ class StragglerWatch:
         self._attempts: dict[AttemptProgress, None] = {}
         self._answer_times: deque[float] = deque(maxlen=ANSWER_SAMPLES)
         self._watcher: asyncio.Task[None] | None = None
+        self._sent = 0  # attempts begun so far
+        self._latest_answered = 0  # the latest sent of the attempts answered (0: none)
 
     def begin(self, timer: Deadline, now: float) -> AttemptProgress:
         """An attempt under ``timer`` (entered) was sent at ``now`` (the loop's clock)."""
-        progress = AttemptProgress(timer, now)
+        self._sent += 1
+        progress = AttemptProgress(timer, now, self._sent)
         self._attempts[progress] = None
         return progress
 
-    def end(self, progress: AttemptProgress) -> None:
+    def end(self, progress: AttemptProgress, answered: bool) -> None:
+        """The attempt is over; ``answered``: with a whole reply, whatever its status."""
         del self._attempts[progress]
+        if answered:
+            self._latest_answered = max(self._latest_answered, progress.sent)
 
     def answered(self, seconds: float) -> None:
         """A whole answer took ``seconds`` from its send."""
@@ -114,6 +137,9 @@ class StragglerWatch:
             if limit is None:
                 continue
             for progress in self._attempts:
-                if progress.cut_after is None and now - progress.heard_at > limit:
+                if progress.overtaken_at is None and progress.sent < self._latest_answered:
+                    progress.overtaken_at = now
+                since = progress.silent_since()
+                if progress.cut_after is None and since is not None and now - since > limit:
                     progress.cut_after = limit
                     progress.timer.move(now)  # fires within the wheel's tick

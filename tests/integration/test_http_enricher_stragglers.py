@@ -1,6 +1,7 @@
 """Stragglers at the end of a partition's input (``enrichers/stragglers.py``), against a
-real loopback server: once the input has ended a silent attempt is sent again long before
-its read-stall deadline; before that, and for a body that keeps arriving, nothing is cut."""
+real loopback server: once the input has ended a silent attempt that later ones overtook
+is sent again long before its read-stall deadline; before that, for a body that keeps
+arriving, and while the server answers no one, nothing is cut."""
 
 from __future__ import annotations
 
@@ -21,19 +22,26 @@ from .http_support import serve
 PATIENT = {"read_timeout": 60.0, "first_byte_timeout": 60.0, "total_timeout": 60.0}
 """Deadlines no test waits out: only the straggler watch can cut an attempt early."""
 QUICK = [{"id": f"k{i}"} for i in range(2 * MIN_ANSWERS)]
+LATER = [{"id": f"later{i}"} for i in range(3)]
+"""Sent after the slow record, and answered: they overtake it."""
 
 
 def stalling_once(
-    calls: Counter[str], slow: str, again: asyncio.Event | None = None
+    calls: Counter[str],
+    slow: str,
+    again: asyncio.Event | None = None,
+    stalled: asyncio.Event | None = None,
 ) -> Callable[..., Any]:
     """Answers every key at once, but ``slow``'s first call: headers, then silence.
-    ``again`` is set when ``slow`` is called a second time."""
+    ``stalled`` is set when that first call arrives, ``again`` when a second one does."""
 
     async def handler(request: web.Request) -> web.StreamResponse:
         key = request.path.rsplit("/", 1)[1]
         calls[key] += 1
         response = web.json_response({"name": key})
         if key == slow and calls[key] == 1:
+            if stalled is not None:
+                stalled.set()
             return await stall(request, response)
         if key == slow and again is not None:
             again.set()
@@ -55,13 +63,17 @@ def config(base_url: str, **overrides: Any) -> HttpEnricherConfig:
     return HttpEnricherConfig(**{**settings, **PATIENT, **overrides})
 
 
-async def test_once_the_input_has_ended_a_silent_attempt_is_sent_again():
+async def test_once_the_input_has_ended_an_overtaken_silent_attempt_is_sent_again():
     calls: Counter[str] = Counter()
-    async with serve(stalling_once(calls, "slow")) as base_url:
+    stalled = asyncio.Event()
+    async with serve(stalling_once(calls, "slow", stalled=stalled)) as base_url:
         async with HttpEnricher(config(base_url)) as enrich:
 
             async def source() -> AsyncIterator[dict[str, Any]]:
                 for record in [*QUICK, {"id": "slow"}]:
+                    yield record
+                await stalled.wait()  # so the later records are sent after it
+                for record in LATER:
                     yield record
                 enrich.input_ended()  # as the partition runner does
 
@@ -71,8 +83,47 @@ async def test_once_the_input_has_ended_a_silent_attempt_is_sent_again():
     slow = outputs["slow"]
     assert isinstance(slow, Result) and slow.value == {"name": "slow"} and slow.attempts == 2
     assert calls["slow"] == 2 and stats["stragglers_resent"] == 1
-    assert all(isinstance(outputs[r["id"]], Result) for r in QUICK)
-    assert all(calls[r["id"]] == 1 for r in QUICK)
+    assert all(isinstance(outputs[r["id"]], Result) for r in QUICK + LATER)
+    assert all(calls[r["id"]] == 1 for r in QUICK + LATER)
+
+
+async def test_a_server_that_answers_no_one_for_a_while_has_no_stragglers():
+    """Every attempt in flight silent at once (the server paused, as a GC pause or a
+    starved CPU pauses it) for several times the silence limit: none was overtaken, so
+    none is sent again, and each key is paid for once when the server comes back."""
+    calls: Counter[str] = Counter()
+    paused = [{"id": f"paused{i}"} for i in range(10)]
+    all_quick_arrived, resume = asyncio.Event(), asyncio.Event()
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        key = request.path.rsplit("/", 1)[1]
+        calls[key] += 1
+        if sum(calls[r["id"]] for r in QUICK) == len(QUICK):
+            all_quick_arrived.set()
+        if key.startswith("paused"):
+            await resume.wait()
+        return web.json_response({"name": key})
+
+    async with serve(handler) as base_url:
+        async with HttpEnricher(config(base_url)) as enrich:
+
+            async def source() -> AsyncIterator[dict[str, Any]]:
+                for record in QUICK:
+                    yield record
+                await all_quick_arrived.wait()  # the paused ones are the latest sent
+                for record in paused:
+                    yield record
+                enrich.input_ended()
+                # A pause the old rule cut at a quarter of (the limit is MIN_SILENCE_S
+                # for answers this quick); a slower machine only makes it longer.
+                await asyncio.sleep(4 * MIN_SILENCE_S)
+                resume.set()
+
+            outputs = await asyncio.wait_for(enrich_all(enrich, source()), 45)
+            stats = enrich.stats
+    assert all(isinstance(outputs[r["id"]], Result) for r in QUICK + paused)
+    assert stats["stragglers_resent"] == 0
+    assert all(calls[r["id"]] == 1 for r in QUICK + paused), calls
 
 
 async def test_before_the_input_ends_only_the_read_stall_deadline_cuts():
