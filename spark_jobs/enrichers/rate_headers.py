@@ -1,10 +1,14 @@
-"""What an answer's rate-limit headers say about the quota left, read defensively.
+"""What an answer's rate-limit headers say about the quota left, read defensively: the
+one parser of every provider's headers, for requests (:func:`quota_hint`, the sender's
+rate controller) and for tokens (:func:`token_quotas`, a model endpoint's pacing).
 
-Three conventions are understood:
+The conventions understood:
 
-* OpenAI style: ``x-ratelimit-limit-requests``, ``x-ratelimit-remaining-requests`` and
-  ``x-ratelimit-reset-requests`` (also ``-tokens``), the reset in seconds or as a Go
-  duration (``1s``, ``20ms``, ``6m0s``);
+* OpenAI (and Azure OpenAI) style: ``x-ratelimit-{limit,remaining,reset}-{requests,tokens}``,
+  the reset in seconds or as a Go duration (``1s``, ``20ms``, ``6m0s``); Azure sends the
+  remaining counts alone;
+* Anthropic: ``anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,
+  remaining,reset}``, the reset an RFC 3339 time;
 * the IETF draft's older fields ``RateLimit-Limit``, ``RateLimit-Remaining`` and
   ``RateLimit-Reset`` (seconds), with ``RateLimit-Policy: 100;w=60``;
 * its structured form ``RateLimit: "default";r=50;t=30`` with
@@ -17,8 +21,10 @@ silly value can pause a partition for a while, never forever.
 
 from __future__ import annotations
 
+import datetime
 import math
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -59,6 +65,21 @@ class QuotaHint:
         return self.limit / self.window_s
 
 
+@dataclass(frozen=True, slots=True)
+class TokenQuota:
+    """A token limit an answer states: ``limit`` per the provider's window, ``remaining``
+    of it and the seconds until it is full again (``reset_s``); any may be unknown."""
+
+    limit: float | None = None
+    remaining: float | None = None
+    reset_s: float | None = None
+
+
+TOKEN_KINDS = ("tokens", "input_tokens", "output_tokens")
+"""The token limits a provider may state: all tokens (OpenAI), or input and output apart
+(Anthropic, which may state ``tokens`` too)."""
+
+
 def parse_number(value: str | None) -> float | None:
     """A finite, non-negative number, or None for anything else."""
     if value is None:
@@ -85,6 +106,48 @@ def parse_duration(value: str | None) -> float | None:
     return min(seconds, MAX_RESET_S) if math.isfinite(seconds) else None
 
 
+def parse_reset_time(value: str | None, now: float | None = None) -> float | None:
+    """Seconds until an RFC 3339 time (``2026-01-01T00:00:30Z``), capped; None if not one."""
+    if not value:
+        return None
+    try:
+        when = datetime.datetime.fromisoformat(value.strip())
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    seconds = when.timestamp() - (time.time() if now is None else now)
+    return min(max(seconds, 0.0), MAX_RESET_S) if math.isfinite(seconds) else None
+
+
+def _positive(value: str | None) -> float | None:
+    """A limit: zero counts as absent (a gateway's placeholder), as does nonsense."""
+    number = parse_number(value)
+    return number if number else None
+
+
+def token_quotas(headers: Mapping[str, str], now: float | None = None) -> dict[str, TokenQuota]:
+    """The token limits ``headers`` state, by kind (``TOKEN_KINDS``); none stated: {}."""
+    found: dict[str, TokenQuota] = {}
+    openai = TokenQuota(
+        _positive(headers.get("x-ratelimit-limit-tokens")),
+        parse_number(headers.get("x-ratelimit-remaining-tokens")),
+        parse_duration(headers.get("x-ratelimit-reset-tokens")),
+    )
+    if openai.limit is not None or openai.remaining is not None:
+        found["tokens"] = openai
+    for kind in TOKEN_KINDS:
+        prefix = f"anthropic-ratelimit-{kind.replace('_', '-')}-"
+        quota = TokenQuota(
+            _positive(headers.get(prefix + "limit")),
+            parse_number(headers.get(prefix + "remaining")),
+            parse_reset_time(headers.get(prefix + "reset"), now),
+        )
+        if quota.limit is not None or quota.remaining is not None:
+            found[kind] = quota
+    return found
+
+
 def _parameters(value: str | None) -> dict[str, str]:
     """The ``;key=value`` parameters of a structured field's first item."""
     return dict(_PARAMETER.findall(value.split(",", 1)[0])) if value else {}
@@ -103,13 +166,23 @@ def _policy(value: str | None) -> tuple[float | None, float | None]:
 def quota_hint(headers: Mapping[str, str]) -> QuotaHint | None:
     """The quota ``headers`` report, or None when they carry no rate-limit field.
 
-    ``headers`` must look names up case-insensitively (aiohttp's do). Of the OpenAI pair
-    the more exhausted of requests and tokens wins: either refuses the next call.
+    ``headers`` must look names up case-insensitively (aiohttp's do). Tokens are not a
+    request quota: a model endpoint's pacing reads them (:func:`token_quotas`).
     """
     remaining = headers.get("x-ratelimit-remaining-requests")
-    tokens = headers.get("x-ratelimit-remaining-tokens")
-    if remaining is not None or tokens is not None:
-        return _openai(headers, remaining, tokens)
+    if remaining is not None or "x-ratelimit-limit-requests" in headers:
+        return QuotaHint(
+            parse_number(remaining),
+            parse_duration(headers.get("x-ratelimit-reset-requests")),
+            _positive(headers.get("x-ratelimit-limit-requests")),
+        )  # no window: the period is not in these headers (OpenAI's is a minute)
+    remaining = headers.get("anthropic-ratelimit-requests-remaining")
+    if remaining is not None or "anthropic-ratelimit-requests-limit" in headers:
+        return QuotaHint(
+            parse_number(remaining),
+            parse_reset_time(headers.get("anthropic-ratelimit-requests-reset")),
+            _positive(headers.get("anthropic-ratelimit-requests-limit")),
+        )
     structured = headers.get("RateLimit")
     if structured is not None:
         params = _parameters(structured)
@@ -126,16 +199,3 @@ def quota_hint(headers: Mapping[str, str]) -> QuotaHint | None:
     return QuotaHint(
         parse_number(remaining), parse_duration(headers.get("RateLimit-Reset")), quota, window
     )
-
-
-def _openai(headers: Mapping[str, str], requests: str | None, tokens: str | None) -> QuotaHint:
-    limit = parse_number(headers.get("x-ratelimit-limit-requests"))
-    reset = parse_duration(headers.get("x-ratelimit-reset-requests"))
-    remaining = parse_number(requests)
-    left_tokens = parse_number(tokens)
-    if left_tokens is not None and left_tokens < 1 and (remaining is None or remaining >= 1):
-        remaining = left_tokens
-        reset = parse_duration(headers.get("x-ratelimit-reset-tokens"))
-    # No window: the limit's period is not in the headers (OpenAI's is a minute, others'
-    # a second), so only the remaining count and its reset guide the pacing.
-    return QuotaHint(remaining, reset, limit)

@@ -55,7 +55,9 @@ def test_openai_style_headers():
     assert hint.exhausted and hint.policy_rate is None  # the period is not stated
 
 
-def test_openai_spent_tokens_count_as_a_spent_quota():
+def test_openai_spent_tokens_are_the_token_pacing_s_not_a_spent_request_quota():
+    """Tokens are charged and paced per limit by a model endpoint's pacing: read twice,
+    a spent token limit would pause every request and cut the request rate too."""
     hint = quota_hint(
         CIMultiDict(
             {
@@ -66,7 +68,7 @@ def test_openai_spent_tokens_count_as_a_spent_quota():
             }
         )
     )
-    assert hint.exhausted and hint.reset_s == pytest.approx(0.25)
+    assert not hint.exhausted and hint.reset_s == pytest.approx(1.0)
 
 
 def test_ietf_triple_with_policy():

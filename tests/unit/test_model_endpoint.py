@@ -2,7 +2,6 @@
 schema (typed columns, validation), each answer's class, the request body and the config."""
 
 import asyncio
-import dataclasses
 import json
 import re
 
@@ -21,10 +20,11 @@ from spark_jobs.enrichers.model_endpoint import (
     RefusedError,
     request_options,
 )
-from spark_jobs.enrichers.model_endpoint.limits import provider_limits
+from spark_jobs.enrichers.model_endpoint.config import TOKEN_COLUMNS
 from spark_jobs.enrichers.model_endpoint.output_schema import OutputMismatch, columns, conform
 from spark_jobs.enrichers.model_endpoint.pacing import LIMIT_SHARE
 from spark_jobs.enrichers.rate_control import RateController
+from spark_jobs.enrichers.rate_headers import MAX_RESET_S, TokenQuota, quota_hint, token_quotas
 from spark_jobs.enrichers.templates import BodyTemplate
 
 SCHEMA = {
@@ -59,29 +59,31 @@ def test_openai_headers_give_limits_remaining_and_reset():
             "x-ratelimit-reset-tokens": "1m0s",
         }
     )
-    limits = provider_limits(headers)
-    assert limits is not None
-    assert (limits.requests_limit, limits.tokens_limit) == (500, 30000)
-    assert (limits.tokens_remaining, limits.tokens_reset_s) == (120, 60.0)
+    assert token_quotas(headers) == {"tokens": TokenQuota(30000, 120, 60.0)}
+    assert quota_hint(headers).limit == 500
 
 
-def test_anthropic_headers_with_rfc3339_resets():
+def test_anthropic_headers_with_rfc3339_resets_and_input_output_apart():
     headers = CIMultiDict(
         {
             "anthropic-ratelimit-requests-limit": "50",
             "anthropic-ratelimit-requests-remaining": "0",
             "anthropic-ratelimit-requests-reset": "2026-01-01T00:00:10Z",
-            "anthropic-ratelimit-tokens-limit": "40000",
-            "anthropic-ratelimit-tokens-remaining": "39000",
-            "anthropic-ratelimit-tokens-reset": "2026-01-01T00:00:03+00:00",
+            "anthropic-ratelimit-input-tokens-limit": "40000",
+            "anthropic-ratelimit-input-tokens-remaining": "39000",
+            "anthropic-ratelimit-input-tokens-reset": "2026-01-01T00:00:03+00:00",
+            "anthropic-ratelimit-output-tokens-limit": "8000",
+            "anthropic-ratelimit-output-tokens-remaining": "100",
+            "anthropic-ratelimit-output-tokens-reset": "2026-01-01T00:00:59Z",
         }
     )
     now = 1767225600.0  # 2026-01-01T00:00:00Z
-    limits = provider_limits(headers, now=now)
-    assert limits is not None and limits.requests is not None
-    assert limits.requests_limit == 50 and limits.tokens_limit == 40000
-    assert limits.tokens_reset_s == pytest.approx(3.0)
-    assert limits.requests.exhausted and limits.requests.reset_s == pytest.approx(10.0)
+    quotas = token_quotas(headers, now=now)
+    assert quotas["input_tokens"] == TokenQuota(40000, 39000, pytest.approx(3.0))
+    assert quotas["output_tokens"] == TokenQuota(8000, 100, pytest.approx(59.0))
+    assert "tokens" not in quotas
+    requests = quota_hint(headers)
+    assert requests.limit == 50 and requests.exhausted
 
 
 @pytest.mark.parametrize("value", ["-1", "0", "nan", "inf", "lots", ""])
@@ -94,14 +96,12 @@ def test_nonsense_limits_count_as_absent(value):
             "x-ratelimit-reset-tokens": "-1",
         }
     )
-    limits = provider_limits(headers)
-    assert limits is not None
-    assert limits.requests_limit is None and limits.tokens_limit is None
-    assert limits.tokens_remaining is None and limits.tokens_reset_s is None
+    assert token_quotas(headers) == {}
+    assert quota_hint(headers).limit is None
 
 
 def test_no_limit_headers_state_nothing():
-    assert provider_limits(CIMultiDict({"Content-Type": "application/json"})) is None
+    assert token_quotas(CIMultiDict({"Content-Type": "application/json"})) == {}
 
 
 # -- pacing -------------------------------------------------------------------------------
@@ -115,254 +115,177 @@ class _Clock:
         return self.now
 
 
-def _reply(status: int, headers: dict[str, str], usage=(10, 20)) -> Reply:
-    body = {"usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1]}}
+def _reply(status: int, headers: dict[str, str], usage=(10, 20), api="chat") -> Reply:
+    names = ("input_tokens", "output_tokens") if api == "anthropic" else TOKEN_COLUMNS
+    body = {"usage": dict(zip(names, usage, strict=True))}
     return Reply(status, json.dumps(body).encode(), None, CIMultiDict(headers))
+
+
+def _openai(limit: float, remaining: float, reset: str) -> dict[str, str]:
+    return {
+        "x-ratelimit-limit-tokens": str(limit),
+        "x-ratelimit-remaining-tokens": str(remaining),
+        "x-ratelimit-reset-tokens": reset,
+    }
+
+
+def _admit(pacing, text="x"):
+    return asyncio.run(pacing.admit(json.dumps({"messages": [{"content": text}]})))
 
 
 def test_token_limit_learned_from_headers_per_partition_share():
     config = ModelConfig(model="m", prompt="{x}", limits_window_s=60.0)
     pacing = ModelPacing(config, partitions=2, clock=_Clock())
-    assert pacing.bucket is None  # nothing known yet: no token pacing
-    rate = RateController(None)
-    pacing.settle(_admitted(pacing), _reply(200, {"x-ratelimit-limit-tokens": "12000"}), rate)
-    assert pacing.bucket is not None
-    assert pacing.bucket.per_second == pytest.approx(12000 * LIMIT_SHARE / 60 / 2)
+    assert pacing.limits == {}  # nothing known yet: no token pacing
+    call = _admit(pacing)
+    pacing.settle(call, _reply(200, {"x-ratelimit-limit-tokens": "12000"}), RateController(None))
+    assert pacing.limits["tokens"].rate == pytest.approx(12000 * LIMIT_SHARE / 60 / 2)
     assert pacing.counters == {"prompt_tokens": 10, "completion_tokens": 20}
 
 
-def test_nonsense_headers_keep_the_configured_limits():
-    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, requests_per_minute=60)
-    pacing = ModelPacing(config, partitions=1, clock=_Clock())
-    rate = RateController(1.0)
-    configured = pacing.bucket.per_second
-    nonsense = {
-        f"x-ratelimit-{n}-{k}": "-1"
-        for n in ("limit", "remaining", "reset")
-        for k in ("requests", "tokens")
+def test_openai_charges_prompt_plus_max_tokens_at_admission_and_gives_nothing_back():
+    """OpenAI's documented rule: the charge is the prompt estimate plus max_tokens, made
+    when the request is admitted, whatever the answer's length."""
+    clock = _Clock()
+    config = ModelConfig(
+        model="m", prompt="{x}", tokens_per_minute=60_000, parameters={"max_tokens": 200}
+    )
+    pacing = ModelPacing(config, partitions=1, clock=clock)
+    limit = pacing.limits["tokens"]
+    clock.now += 10  # a second's worth saved up: room for a call
+    before = limit.level
+    call = _admit(pacing)
+    assert call.charges["tokens"] == pytest.approx(call.prompt + 200)
+    assert limit.level == pytest.approx(before - call.prompt - 200)
+    pacing.settle(call, _reply(200, {}, usage=(call.prompt, 5)), RateController(None))
+    assert limit.level == pytest.approx(before - call.prompt - 200)
+    assert pacing.counters["completion_tokens"] == 5
+
+
+def test_anthropic_limits_input_and_output_apart_and_adjusts_the_output_at_the_end():
+    clock = _Clock()
+    config = ModelConfig(model="m", prompt="{x}", api="anthropic", parameters={"max_tokens": 100})
+    pacing = ModelPacing(config, partitions=1, clock=clock)
+    first = _admit(pacing)  # no limit known yet: not paced
+    stated = {
+        "anthropic-ratelimit-input-tokens-limit": "60000",
+        "anthropic-ratelimit-input-tokens-remaining": "60000",
+        "anthropic-ratelimit-output-tokens-limit": "6000",
+        "anthropic-ratelimit-output-tokens-remaining": "5900",
     }
-    pacing.settle(_admitted(pacing), _reply(200, nonsense), rate)
-    assert pacing.bucket.per_second == configured
-    assert pacing.bucket.paused_until < 100.0
-    assert rate.rate == 1.0
+    answer = _reply(200, stated, usage=(first.prompt, 40), api="anthropic")
+    pacing.settle(first, answer, RateController(None))
+    output = pacing.limits["output_tokens"]
+    assert set(pacing.limits) == {"input_tokens", "output_tokens"}
+    assert output.level == pytest.approx(5900 * LIMIT_SHARE)
+    call = _admit(pacing)
+    assert call.charges == {"input_tokens": call.prompt, "output_tokens": 100}
+    assert output.level == pytest.approx(5900 * LIMIT_SHARE - 100)
+    answer = _reply(200, {}, usage=(call.prompt, 30), api="anthropic")
+    pacing.settle(call, answer, RateController(None))
+    assert output.level == pytest.approx(5900 * LIMIT_SHARE - 30)  # 70 unused came back
 
 
-def test_a_lower_stated_limit_wins_and_a_spent_one_pauses_until_reset():
+def test_a_refused_call_gives_its_whole_charge_back():
     clock = _Clock()
     config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=60000)
     pacing = ModelPacing(config, partitions=1, clock=clock)
-    headers = {
-        "x-ratelimit-limit-tokens": "6000",
-        "x-ratelimit-remaining-tokens": "5",
-        "x-ratelimit-reset-tokens": "2s",
-    }
-    pacing.settle(_admitted(pacing), _reply(200, headers), RateController(None))
-    assert pacing.bucket.per_second == pytest.approx(6000 * LIMIT_SHARE / 60)
-    assert pacing.bucket.paused_until == pytest.approx(102.0)
-    assert pacing.bucket.wait_for(1) == pytest.approx(2.0)
-
-
-def test_usage_settles_the_reservation():
-    clock = _Clock()
-    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=60 * 1000 / LIMIT_SHARE)
-    pacing = ModelPacing(config, partitions=1, clock=clock)
-    bucket = pacing.bucket
-    admitted = _admitted(pacing)  # reserves prompt estimate + 256 completion tokens
-    bucket.take(admitted.tokens)
-    level_after_reserve = bucket.wait_for(1000)
-    pacing.settle(admitted, _reply(200, {}, usage=(5, 5)), RateController(None))
-    assert bucket.wait_for(1000) < level_after_reserve  # unused tokens came back
-    assert pacing.counters == {"prompt_tokens": 5, "completion_tokens": 5}
-
-
-def test_a_refused_call_gives_its_whole_reservation_back():
-    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=60000 / LIMIT_SHARE)
-    pacing = ModelPacing(config, partitions=1, clock=_Clock())
-    bucket = pacing.bucket
-    admitted = _admitted(pacing)
-    before = bucket.wait_for(admitted.tokens)
-    bucket.take(admitted.tokens)
-    assert bucket.wait_for(admitted.tokens) > before
-    pacing.settle(admitted, _reply(429, {}), RateController(None))
-    assert bucket.wait_for(admitted.tokens) == pytest.approx(before)
+    limit = pacing.limits["tokens"]
+    clock.now += 10
+    before = limit.level
+    call = _admit(pacing)
+    assert limit.level < before
+    pacing.settle(call, _reply(429, {}), RateController(None))
+    assert limit.level == pytest.approx(before)
     assert pacing.counters == {"prompt_tokens": 0, "completion_tokens": 0}
 
 
-def test_a_call_sent_before_any_limit_was_known_gives_nothing_back_to_the_bucket():
-    import asyncio
-
-    config = ModelConfig(model="m", prompt="{x}", limits_window_s=6.0)
-    pacing = ModelPacing(config, partitions=1, clock=_Clock())
-    early, answered = (asyncio.run(pacing.admit('{"x": "y"}')) for _ in range(2))
-    assert not early.paced  # no bucket yet: nothing taken
-    headers = {"x-ratelimit-limit-tokens": "3000"}
-    pacing.settle(answered, _reply(200, headers, usage=(5, 5)), RateController(None))
-    level = pacing.bucket.wait_for(pacing.bucket.burst)
-    pacing.settle(early, _reply(200, headers, usage=(5, 5)), RateController(None))
-    assert pacing.bucket.wait_for(pacing.bucket.burst) == level  # no tokens from nowhere
-
-
-def test_what_is_left_of_the_window_is_spendable_before_its_reset_less_what_is_in_flight():
+def test_the_stated_remaining_is_the_level_less_what_it_has_not_counted():
+    """The provider's count corrects the level both ways (a spent window of another
+    client, an estimate too high), less the calls admitted after the answered one."""
     clock = _Clock()
-    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=60.0)
+    config = ModelConfig(model="m", prompt="{x}", limits_window_s=60.0)
     pacing = ModelPacing(config, partitions=2, clock=clock)
-    bucket = pacing.bucket
-    answered, in_flight = _admit_each(pacing, "answered", "still out")
-    answered.sent_at = clock.now - 1.0
-    headers = {"x-ratelimit-remaining-tokens": "5000", "x-ratelimit-reset-tokens": "10s"}
-    pacing.settle(answered, _reply(200, headers), RateController(None))
-    # this partition's share, less its call in flight and what the rate releases by the reset
-    credit = 5000 * LIMIT_SHARE / 2 - in_flight.tokens - bucket.per_second * 10
-    assert bucket.credit == pytest.approx(credit)
-    assert bucket.wait_for(credit) == 0  # spendable now, beyond the rate
-    bucket.take(credit)
-    assert bucket.credit == pytest.approx(0)
-    pacing.settle(answered, _reply(200, headers), RateController(None))  # a fresh count
-    assert bucket.credit > 0
-    clock.now += 8.0 - 1e-6
-    assert bucket.credit > 0
-    clock.now += 2e-6  # the reset less a round trip (sent 1 s before it was answered)
-    assert bucket.credit == 0
+    answered, later = _admit(pacing), _admit(pacing)
+    pacing.settle(answered, _reply(200, _openai(60000, 50000, "10s")), RateController(None))
+    limit = pacing.limits["tokens"]
+    assert limit.level == pytest.approx(50000 * LIMIT_SHARE / 2 - later.charges.get("tokens", 0))
+    pacing.settle(later, _reply(200, _openai(60000, 100, "59.9s")), RateController(None))
+    assert limit.level == pytest.approx(100 * LIMIT_SHARE / 2)
 
 
-def test_a_window_nearly_spent_or_unstated_grants_no_credit():
+@pytest.mark.parametrize("remaining", [1e12, 59_000])
+def test_a_stated_remaining_never_lifts_the_configured_limit(remaining):
     clock = _Clock()
-    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=60.0)
+    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=1000)
     pacing = ModelPacing(config, partitions=1, clock=clock)
-    answered = dataclasses.replace(_admitted(pacing), sent_at=clock.now - 0.1)
-    for headers in (
-        {"x-ratelimit-remaining-tokens": "900", "x-ratelimit-reset-tokens": "10s"},
-        {"x-ratelimit-remaining-tokens": "-1", "x-ratelimit-reset-tokens": "-1"},
-        {"x-ratelimit-remaining-tokens": "5000"},
-        {"x-ratelimit-remaining-tokens": "100", "x-ratelimit-reset-tokens": "0.5s"},  # paused
-    ):
-        pacing.settle(answered, _reply(200, headers), RateController(None))
-        assert pacing.bucket.credit == 0, headers
+    clock.now += 60
+    call = _admit(pacing)
+    headers = _openai(60000, remaining, "1s")
+    pacing.settle(call, _reply(200, headers), RateController(None))
+    limit = pacing.limits["tokens"]
+    assert limit.capacity == pytest.approx(1000 * LIMIT_SHARE)
+    assert limit.level <= 1000 * LIMIT_SHARE
 
 
-def test_the_credit_holds_back_calls_admitted_after_the_answered_one_even_if_answered_first():
+def test_a_spent_bucket_refills_at_its_rate_not_at_its_reset():
+    """OpenAI's reset is the time until the bucket is full: a call that needs a fraction
+    of the limit waits that fraction of the window, not the whole reset."""
     clock = _Clock()
-    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=60.0)
+    config = ModelConfig(model="m", prompt="{x}", limits_window_s=60.0)
     pacing = ModelPacing(config, partitions=1, clock=clock)
-    bucket = pacing.bucket
-    slow, overtook, out = _admit_each(pacing, "slow", "overtook", "out")
-    headers = {"x-ratelimit-remaining-tokens": "5000", "x-ratelimit-reset-tokens": "10s"}
-    pacing.settle(overtook, _reply(200, headers), RateController(None))  # answered first
-    share = 5000 * LIMIT_SHARE - bucket.per_second * 10 - max(0.0, bucket.level)
-    pacing.settle(slow, _reply(200, headers), RateController(None))  # counted before both
-    assert bucket.credit == pytest.approx(share - overtook.tokens - out.tokens)
+    call = _admit(pacing)
+    pacing.settle(call, _reply(200, _openai(6000, 0, "1m0s")), RateController(None))
+    limit = pacing.limits["tokens"]
+    assert not limit.fixed_window
+    wait = limit.wait_for(50)
+    assert wait == pytest.approx(50 / (6000 * LIMIT_SHARE / 60), rel=0.01)
+    assert wait < 2.0
 
 
-@pytest.mark.parametrize("remaining", [0, 50, 900, 2000, 5000, 6000])
-def test_the_credit_never_exceeds_the_partitions_share_of_what_is_left_of_the_window(remaining):
+def test_a_fixed_window_tells_itself_from_its_resets_and_turns_whole():
+    """A window's reset is the time to its turn, whatever is left: after a few answers
+    the level waits for the turn and then holds the whole share at once."""
     clock = _Clock()
-    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=60.0)
-    pacing = ModelPacing(config, partitions=2, clock=clock)
-    answered = dataclasses.replace(_admitted(pacing), sent_at=clock.now)
-    for reset in ("0.1s", "1s", "30s"):
-        headers = {
-            "x-ratelimit-remaining-tokens": str(remaining),
-            "x-ratelimit-reset-tokens": reset,
-        }
-        pacing.settle(answered, _reply(200, headers), RateController(None))
-        assert 0 <= pacing.bucket.credit <= remaining * LIMIT_SHARE / 2
-
-
-def test_the_bucket_pays_before_the_credit_so_it_saves_no_burst_for_the_next_window():
-    clock = _Clock()
-    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=60.0)
-    bucket = ModelPacing(config, partitions=1, clock=clock).bucket
-    bucket.grant(1000, until=clock.now + 10)
-    clock.now += 1.0  # the bucket is full: a second of the rate
-    bucket.take(30)
-    assert bucket.credit == 1000 and bucket.level == pytest.approx(bucket.burst - 30)
-    bucket.take(bucket.level)  # the bucket spent: the credit pays beyond it
-    bucket.take(30)
-    assert bucket.credit == 970 and bucket.level == pytest.approx(0)
-
-
-def test_a_call_the_credit_paid_gives_nothing_back_to_the_level():
-    clock = _Clock()
-    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=60.0)
+    config = ModelConfig(model="m", prompt="{x}", limits_window_s=10.0)
     pacing = ModelPacing(config, partitions=1, clock=clock)
-    bucket = pacing.bucket
-    bucket.grant(1000, until=clock.now + 10)
-    paid = asyncio.run(pacing.admit(json.dumps({"x": "y"})))  # an empty bucket: the credit
-    assert not paid.paced and bucket.credit == pytest.approx(1000 - paid.tokens)
-    pacing.settle(paid, _reply(200, {}, usage=(1, 1)), RateController(None))
-    assert bucket.level == pytest.approx(0)  # its unused reservation is not the rate's
+    for spent in range(1, 7):
+        call = _admit(pacing)
+        left = 3000 - 100 * spent
+        pacing.settle(call, _reply(200, _openai(3000, left, "8s")), RateController(None))
+    limit = pacing.limits["tokens"]
+    assert limit.fixed_window
+    pacing.settle(_admit(pacing), _reply(200, _openai(3000, 0, "8s")), RateController(None))
+    assert limit.wait_for(50) == pytest.approx(8.0, abs=0.01)
+    clock.now += 8.0
+    assert limit.wait_for(50) == 0 and limit.level == pytest.approx(3000 * LIMIT_SHARE)
 
 
-def test_the_credit_is_granted_in_the_first_window_only():
+def test_hostile_resets_and_usage_never_stall_the_partition():
     clock = _Clock()
-    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=6.0)
+    config = ModelConfig(model="m", prompt="{x}", limits_window_s=60.0)
     pacing = ModelPacing(config, partitions=1, clock=clock)
-    headers = {"x-ratelimit-remaining-tokens": "5000", "x-ratelimit-reset-tokens": "3s"}
-    first = dataclasses.replace(_admitted(pacing), sent_at=clock.now)
-    pacing.settle(first, _reply(200, headers), RateController(None))
-    assert pacing.bucket.credit > 0
-    clock.now += 3.0  # the next window: the rate alone
-    headers["x-ratelimit-reset-tokens"] = "5.9s"
-    later = dataclasses.replace(_admitted(pacing), sent_at=clock.now)
-    pacing.settle(later, _reply(200, headers), RateController(None))
-    assert pacing.bucket.credit == 0
-
-
-def test_a_paused_bucket_saves_nothing_up_for_the_next_window():
-    clock = _Clock()
-    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=60.0)
-    bucket = ModelPacing(config, partitions=1, clock=clock).bucket
-    bucket.pause(clock.now + 5.0)
-    clock.now += 5.0
-    assert bucket.level == pytest.approx(0)  # it resumes empty, paced from the reset
-    clock.now += 0.5
-    assert bucket.level == pytest.approx(bucket.per_second * 0.5)
+    first, second = _admit(pacing), _admit(pacing)  # nothing known yet: both go
+    pacing.settle(first, _reply(200, _openai(1, 0, "99999h")), RateController(None))
+    pacing.settle(second, _reply(200, {}, usage=(10**19, 10**19)), RateController(None))
+    assert pacing.counters["prompt_tokens"] < 10**6
+    assert pacing.limits["tokens"].wait_for(10**12) <= 60.0 + MAX_RESET_S
 
 
 def test_the_reservation_learns_what_the_provider_counts_of_the_estimated_prompt():
-    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=60.0)
-    pacing = ModelPacing(config, partitions=1, clock=_Clock())
-    body = json.dumps({"messages": [{"role": "user", "content": "word " * 100}]})
-    pacing.bucket.give(1e9)  # the clock stands still: room for every call
-    first = asyncio.run(pacing.admit(body))
-    for _ in range(60):  # the provider counts a quarter of the estimate
-        pacing.bucket.give(1e9)
-        call = asyncio.run(pacing.admit(body))
-        pacing.settle(call, _reply(200, {}, usage=(call.prompt // 4, 20)), RateController(None))
-    pacing.bucket.give(1e9)
-    later = asyncio.run(pacing.admit(body))
-    assert later.prompt == first.prompt  # the estimate itself (and its cost) stays
-    assert later.tokens - 20 == pytest.approx(first.prompt / 4, rel=0.05)
-
-
-def test_a_window_the_calls_already_sent_will_spend_pauses_the_bucket_until_its_reset():
     clock = _Clock()
-    config = ModelConfig(model="m", prompt="{x}", tokens_per_minute=6000, limits_window_s=60.0)
+    config = ModelConfig(model="m", prompt="{x}", limits_window_s=60.0)
     pacing = ModelPacing(config, partitions=1, clock=clock)
-    calls = []
-    for text in ("answered", "out", "out too"):
-        pacing.bucket.give(1e9)
-        calls.append(asyncio.run(pacing.admit(json.dumps({"x": text}))))
-    answered = calls[0]
-    left = answered.tokens + calls[1].tokens + calls[2].tokens - 1  # not room for all three
-    headers = {"x-ratelimit-remaining-tokens": str(left), "x-ratelimit-reset-tokens": "2s"}
-    pacing.settle(answered, _reply(200, headers), RateController(None))
-    assert pacing.bucket.paused_until == pytest.approx(102.0)
-
-
-def _admit_each(pacing, *texts):
-    """One admitted call per text, each with a full bucket: room for the call."""
-    calls = []
-    for text in texts:
-        pacing.bucket.give(1e9)
-        calls.append(asyncio.run(pacing.admit(json.dumps({"x": text}))))
-    return calls
-
-
-def _admitted(pacing):
-    from spark_jobs.enrichers.model_endpoint.pacing import Admission
-
-    return Admission(tokens=10 + pacing.config.completion_reserve, prompt=10, cost_units=0)
+    text = "word " * 100
+    pacing.settle(_admit(pacing, text), _reply(200, _openai(1e9, 1e9, "0s")), RateController(None))
+    first = _admit(pacing, text)
+    for _ in range(60):  # the provider counts a quarter of the estimate
+        call = _admit(pacing, text)
+        pacing.settle(call, _reply(200, {}, usage=(call.prompt // 4, 20)), RateController(None))
+    later = _admit(pacing, text)
+    assert later.prompt == first.prompt  # the estimate itself (and its cost) stays
+    reserve = config.completion_reserve
+    assert later.charges["tokens"] - reserve == pytest.approx(first.prompt / 4, rel=0.05)
 
 
 # -- output schema ------------------------------------------------------------------------

@@ -4,8 +4,8 @@ throttling, redirects policy, redaction) with token-aware pacing and a spend led
 
 ``ModelConfig`` (``config.py``) says what to ask; ``requests.py`` turns it into the HTTP
 enricher's body template; ``answers.py`` maps an answer to typed columns or a failure of
-its own class; ``pacing.py`` reserves tokens and cost per call and settles them with
-``usage``; ``limits.py`` reads the providers' rate-limit headers.
+its own class; ``pacing.py`` charges each call's tokens and cost as its provider does
+(``token_limit.py``: one limit's share and shape) and settles them with ``usage``.
 """
 
 from .answers import ContentFilteredError, InvalidOutputError, ModelAnswers, RefusedError

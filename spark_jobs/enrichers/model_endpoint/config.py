@@ -28,6 +28,8 @@ from .output_schema import columns
 
 Api = Literal["chat", "embeddings", "anthropic"]
 APIS: tuple[Api, ...] = get_args(Api)
+Provider = Literal["openai", "azure", "anthropic", "self-hosted"]
+PROVIDERS: tuple[Provider, ...] = get_args(Provider)
 DEFAULT_COLUMN = {"chat": "answer", "anthropic": "answer", "embeddings": "embedding"}
 TOKEN_COLUMNS = ("prompt_tokens", "completion_tokens")
 """Every answer's usage, one column each (0 completion tokens for embeddings)."""
@@ -64,6 +66,10 @@ class ModelConfig:
     """The job's token limit (prompt and completion); else learned from the headers."""
     limits_window_s: float = LIMITS_WINDOW_S
     """The period of the limits in the provider's headers, in seconds."""
+    provider: Provider | None = None
+    """Whose limits and charging rules the pacing follows (``pacing.py``): ``openai``,
+    ``azure``, ``anthropic`` or ``self-hosted``; by default ``anthropic`` for the messages
+    API, else ``openai`` (what OpenAI-compatible gateways copy)."""
     completion_tokens: int | None = None
     """Tokens reserved for an answer until its usage comes (default ``max_tokens``, else
     ``COMPLETION_RESERVE``)."""
@@ -74,6 +80,10 @@ class ModelConfig:
     def __post_init__(self) -> None:
         check_str(self.model, "model.model")
         check_choice(self.api, APIS, "model.api")
+        if self.provider is None:
+            default = "anthropic" if self.api == "anthropic" else "openai"
+            object.__setattr__(self, "provider", default)
+        check_choice(self.provider, PROVIDERS, "model.provider")
         for name in ("prompt", "system"):
             if name == "prompt" or self.system is not None:
                 try:
