@@ -95,11 +95,12 @@ class BatchScheduler:
         return True
 
     async def _decode(self, completion_tokens: int) -> None:
-        await asyncio.sleep(self.serving.base_s)
+        serving = self.serving
+        await asyncio.sleep(serving.base_s)
         left = completion_tokens
         while left > 0:
             steps = min(left, _STEPS_PER_LOOK)
-            await asyncio.sleep(self.serving.latency_s(steps, self.in_service) - self.serving.base_s)
+            await asyncio.sleep(serving.latency_s(steps, self.in_service) - serving.base_s)
             left -= steps
 
     def stats(self) -> dict[str, float | int | None]:

@@ -84,7 +84,8 @@ class Refusal:
     body: Mapping[str, Any]
     headers: Mapping[str, str]
     outcome: str
-    """``throttled``, ``server_error``, ``overloaded``, ``account``, ``invalid``, ``unavailable``."""
+    """Why: ``throttled``, ``server_error``, ``overloaded``, ``account``, ``invalid`` or
+    ``unavailable`` (a ``/stats`` counter each)."""
 
 
 @dataclass(frozen=True)
