@@ -109,9 +109,9 @@ def limit_use(control: str) -> dict[str, Any]:
     whole windows after the first one with a call."""
     with urllib.request.urlopen(control + "/timeline") as answer:
         calls = json.load(answer)["calls"]
-    admitted = [(t, tokens) for t, tokens, ok in calls if ok]
-    first = math.floor(calls[0][0] / WINDOW_S) + 1
-    last = math.floor(calls[-1][0] / WINDOW_S)  # the window of the last call is partial
+    admitted = [(call["at"], call["tokens"]) for call in calls if call["admitted"]]
+    first = math.floor(calls[0]["at"] / WINDOW_S) + 1
+    last = math.floor(calls[-1]["at"] / WINDOW_S)  # the window of the last call is partial
     windows = max(0, last - first)
     inside = [tokens for t, tokens in admitted if first * WINDOW_S <= t < last * WINDOW_S]
     token_share = sum(inside) / (TOKENS * windows) if windows else None
@@ -119,7 +119,7 @@ def limit_use(control: str) -> dict[str, Any]:
     per_window: dict[int, int] = {}
     for t, tokens in admitted:
         per_window[int(t // WINDOW_S)] = per_window.get(int(t // WINDOW_S), 0) + tokens
-    span = calls[-1][0] - calls[0][0]
+    span = calls[-1]["at"] - calls[0]["at"]
     return {
         "calling_s": round(span, 1),
         "records_per_s_calling": round(RECORDS / span, 2) if span else None,

@@ -13,13 +13,22 @@ what each record gets, and a repeated prompt gets the same answer:
 * embeddings: ``embedding_dim`` numbers in [-1, 1) from the hash.
 
 Tokens are counted as a quarter of the characters (prompt: the messages' text; completion:
-the answer's), reported in ``usage`` and charged against the limits (``model_limits.py``).
-``stats`` counts calls, 429s, tokens and the calls per prompt (a prompt paid twice shows).
+the answer's) and reported in ``usage``. How a call is charged, limited and answered is the
+endpoint's provider profile (``provider_profiles.py``: ``fixed-window`` by default, the
+demo's original windows; ``openai``, ``azure``, ``anthropic``, ``self-hosted`` as those
+providers document); one answer generator and one server serve them all. Each call is
+admitted (charged) when it arrives, then served (the fixed ``latency_s``, or the self-hosted
+server's batch), then settled when its answer ends (Anthropic's output adjustment).
+
+``/stats`` counts calls, admissions, each refusal's outcome (``throttled``, ``server_error``,
+``overloaded``, ``account``, ...), answers by status, tokens charged per limit
+(``charged_<limit>``), usage, the calls per prompt (a prompt paid twice shows);
+``/timeline`` has every call (arrival, status, charge per limit, latency) and each limit per
+minute; ``/calls`` the answered calls per prompt.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import hashlib
 import json
@@ -32,7 +41,9 @@ from typing import Any
 
 from aiohttp import web
 
-from demo.model_limits import LimitWindow, ModelLimits
+from demo import model_api_options
+from demo.model_limits import ModelLimits
+from demo.provider_profiles import Call, FixedWindowProfile, ProviderProfile, Refusal
 
 
 def count_tokens(text: str) -> int:
@@ -64,39 +75,82 @@ def schema_value(schema: Mapping[str, Any], seed: bytes) -> Any:
     return values.get(str(kind))
 
 
+@dataclass(frozen=True)
+class TimelineEntry:
+    """One call as the endpoint saw it: when it arrived (seconds since the profile's limits
+    started), its answer's status, whether the limits admitted it, what it was charged per
+    limit (final: Anthropic's output after its adjustment) and how long its answer took."""
+
+    at: float
+    status: int
+    admitted: bool
+    charged: Mapping[str, int]
+    latency_s: float
+
+    @property
+    def tokens(self) -> int:
+        """Every token the call was charged, whichever limits count them."""
+        return sum(n for name, n in self.charged.items() if name != "requests")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "at": self.at,
+            "status": self.status,
+            "admitted": self.admitted,
+            "tokens": self.tokens,
+            "charged": dict(self.charged),
+            "latency_s": self.latency_s,
+        }
+
+
 @dataclass
 class ModelApi:
-    """The endpoint's state: its limits, knobs and counters."""
+    """The endpoint's state: its provider profile (``fixed-window`` over ``limits`` unless
+    given), knobs and counters."""
 
     limits: ModelLimits = field(default_factory=ModelLimits)
     malformed_every: int = 0
     latency_s: float = 0.0
     embedding_dim: int = 8
+    profile: ProviderProfile | None = None
     stats: Counter[str] = field(default_factory=Counter)
+    by_status: Counter[int] = field(default_factory=Counter)
     calls_by_prompt: Counter[str] = field(default_factory=Counter)
-    """Admitted calls per prompt text (served at ``/calls``)."""
+    """Answered calls per prompt text (served at ``/calls``)."""
     malformed_prompts: set[str] = field(default_factory=set)
-    timeline: list[tuple[float, int, bool]] = field(default_factory=list)
-    """Per call: seconds since the first window opened, its tokens, whether admitted."""
+    timeline: list[TimelineEntry] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.window = LimitWindow(self.limits)
+        if self.profile is None:
+            self.profile = FixedWindowProfile(self.limits)
 
-    def answer(
-        self, api: str, body: Mapping[str, Any]
-    ) -> tuple[int, dict[str, Any], dict[str, str]]:
-        """(status, JSON answer, headers) for one call."""
+    @property
+    def provider(self) -> ProviderProfile:
+        assert self.profile is not None  # set in __post_init__
+        return self.profile
+
+    async def answer(
+        self, api: str, body: Mapping[str, Any], deployment: str | None = None
+    ) -> tuple[int, dict[str, Any], Mapping[str, str]]:
+        """(status, JSON answer, headers) for one call: admitted (charged) when it arrives,
+        served, then settled when its answer ends."""
         prompt = _prompt_text(api, body)
         seed = hashlib.sha256(prompt.encode()).digest()
         document, completion = self._document(api, body, prompt, seed)
         tokens = count_tokens(prompt)
-        ok, headers = self.window.admit(tokens + completion)
-        self.timeline.append((round(self.window.elapsed(), 4), tokens + completion, ok))
+        model = str(body.get("model") or "")
+        call = Call(api, model, deployment or model, tokens, completion, _max_tokens(body))
+        profile, arrived = self.provider, self.provider.elapsed()
         self.stats["requests"] += 1
-        if not ok:
-            self.stats["throttled"] += 1
-            error = {"error": {"type": "rate_limit_error", "message": "rate limit reached"}}
-            return 429, error, headers
+        decision = profile.admit(call)
+        if isinstance(decision, Refusal):
+            return self._refused(decision, arrived, admitted=False)
+        refusal = await profile.serve(call, self.latency_s)
+        if refusal is not None:
+            return self._refused(refusal, arrived, admitted=True)
+        headers, charged = profile.finish(call, decision)
+        self._log(arrived, 200, True, charged)
+        self.stats["admitted"] += 1
         self.calls_by_prompt[prompt] += 1
         if api != "embeddings" and self._malformed(body, prompt, seed):
             self.stats["malformed"] += 1
@@ -106,6 +160,20 @@ class ModelApi:
         names = ("input_tokens", "output_tokens") if api == "messages" else _OPENAI_USAGE
         document["usage"] = dict(zip(names, (tokens, completion), strict=True))
         return 200, document, headers
+
+    def _refused(
+        self, refusal: Refusal, arrived: float, admitted: bool
+    ) -> tuple[int, dict[str, Any], Mapping[str, str]]:
+        self.stats[refusal.outcome] += 1
+        self._log(arrived, refusal.status, admitted, {})
+        return refusal.status, dict(refusal.body), refusal.headers
+
+    def _log(self, arrived: float, status: int, admitted: bool, charged: Mapping[str, int]) -> None:
+        self.by_status[status] += 1
+        for name, amount in charged.items():
+            self.stats[f"charged_{name}"] += amount
+        latency = round(self.provider.elapsed() - arrived, 4)
+        self.timeline.append(TimelineEntry(round(arrived, 4), status, admitted, charged, latency))
 
     def _document(
         self, api: str, body: Mapping[str, Any], prompt: str, seed: bytes
@@ -147,6 +215,16 @@ class ModelApi:
 _OPENAI_USAGE = ("prompt_tokens", "completion_tokens")
 
 
+def _max_tokens(body: Mapping[str, Any]) -> int | None:
+    """The most the answer may be (``max_completion_tokens``, else ``max_tokens``)."""
+    value = body.get("max_completion_tokens", body.get("max_tokens"))
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"max_tokens must be an integer >= 1, got {value!r}")
+    return value
+
+
 def _schema(body: Mapping[str, Any]) -> Any:
     format_ = body.get("response_format") or {}
     return (format_.get("json_schema") or {}).get("schema")
@@ -172,6 +250,9 @@ def build_app(api: ModelApi) -> web.Application:
         ("/v1/chat/completions", "chat"),
         ("/v1/embeddings", "embeddings"),
         ("/v1/messages", "messages"),
+        # Azure OpenAI's deployment paths (``?api-version=...``); the limits are the deployment's
+        ("/openai/deployments/{deployment}/chat/completions", "chat"),
+        ("/openai/deployments/{deployment}/embeddings", "embeddings"),
     ):
         app.router.add_post(path, _handler(kind))
     app.router.add_get("/stats", _stats)
@@ -185,11 +266,13 @@ def _handler(kind: str) -> Any:
         api = request.app[STATE]
         try:
             body = await request.json()
-        except ValueError:
-            return web.json_response({"error": {"message": "body is not JSON"}}, status=400)
-        if api.latency_s:
-            await asyncio.sleep(api.latency_s)
-        status, document, headers = api.answer(kind, body)
+            if not isinstance(body, dict):
+                raise ValueError(f"the body is a JSON {type(body).__name__}, not an object")
+            answer = await api.answer(kind, body, request.match_info.get("deployment"))
+        except ValueError as error:  # not JSON, or a field no provider would take
+            message = f"bad request: {error}"
+            return web.json_response({"error": {"message": message}}, status=400)
+        status, document, headers = answer
         return web.json_response(document, status=status, headers=headers)
 
     return handle
@@ -201,9 +284,12 @@ async def _stats(request: web.Request) -> web.Response:
     return web.json_response(
         {
             **api.stats,
+            "profile": api.provider.name,
+            "by_status": {str(status): n for status, n in sorted(api.by_status.items())},
             "prompts": len(api.calls_by_prompt),
             "prompts_paid_twice": paid_twice,
             "malformed_prompts": len(api.malformed_prompts),
+            **api.provider.stats(),
         }
     )
 
@@ -213,8 +299,23 @@ async def _calls(request: web.Request) -> web.Response:
 
 
 async def _timeline(request: web.Request) -> web.Response:
+    """Every call, and each limit per minute: what a benchmark needs to compute the share of
+    each limit used per minute."""
     api = request.app[STATE]
-    return web.json_response({"window_s": api.limits.window_s, "calls": api.timeline})
+    profile = api.provider
+    return web.json_response(
+        {
+            "profile": profile.name,
+            "window_s": profile.minute_s,
+            "minute_s": profile.minute_s,
+            "limits": profile.limits(),
+            "calls": [entry.to_json() for entry in sorted(api.timeline, key=_arrival)],
+        }
+    )
+
+
+def _arrival(entry: TimelineEntry) -> float:
+    return entry.at  # entries are logged as answers end; a benchmark reads them by arrival
 
 
 @asynccontextmanager
@@ -232,23 +333,13 @@ async def run_model_api(
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--port", type=int, default=8090, help="0: any free port (8090)")
-    parser.add_argument("--requests", type=int, help="requests per window (default: no limit)")
-    parser.add_argument("--tokens", type=int, help="tokens per window (default: no limit)")
-    parser.add_argument("--window", type=float, default=60.0, help="window seconds (60)")
-    parser.add_argument("--malformed-every", type=int, default=0, help="every Nth prompt (0)")
-    parser.add_argument("--latency", type=float, default=0.0, help="seconds per answer (0)")
-    parser.add_argument("--nonsense-headers", action="store_true", help="-1 in every header")
-    parser.add_argument(
-        "--windows-from-first-call", action="store_true", help="the first call opens a window"
+    options = model_api_options.parse(argv)
+    api = ModelApi(
+        malformed_every=options.malformed_every,
+        latency_s=options.latency_s,
+        profile=options.profile,
     )
-    args = parser.parse_args(argv)
-    limits = ModelLimits(
-        args.requests, args.tokens, args.window, args.nonsense_headers, args.windows_from_first_call
-    )
-    api = ModelApi(limits, args.malformed_every, args.latency)
-    asyncio.run(_serve(api, args.port))
+    asyncio.run(_serve(api, options.port))
 
 
 async def _serve(api: ModelApi, port: int) -> None:

@@ -1,4 +1,12 @@
-"""The demo model endpoint's limits: requests and tokens per window, as providers count.
+"""The demo model endpoint's limit shapes: a fixed window, and a continuously refilled bucket.
+
+Two shapes, because providers count in both: gateways and the demo's default profile count
+a *fixed window*, OpenAI and Anthropic refill a *token bucket* continuously ("capacity is
+continuously replenished up to your maximum limit", https://docs.anthropic.com/en/api/rate-limits;
+OpenAI's reset is "the time until the rate limit resets to its initial state",
+https://platform.openai.com/docs/guides/rate-limits). Which shape a provider uses, how a call
+is charged and what its answers say is in ``provider_profiles.py``; both shapes take an
+injectable clock so unit tests drive time.
 
 A fixed window (``window_s``, a minute like OpenAI's and Anthropic's, or a few seconds to
 keep a benchmark short) admits at most ``requests`` calls and ``tokens`` tokens (prompt and
@@ -62,21 +70,33 @@ class LimitWindow:
             self._started = self._clock()
         return self._clock() - self._started
 
-    def admit(self, tokens: int) -> tuple[bool, dict[str, str]]:
-        """Whether a call of ``tokens`` is within the limits, and its answer's headers."""
+    def reset_s(self) -> float:
+        """Seconds to the current window's end (the counts start again from 0 there)."""
         elapsed = self.elapsed()
         window = int(elapsed // self.limits.window_s)
         if window != self._window:
             self._window, self.requests, self.tokens = window, 0, 0
-        reset = (window + 1) * self.limits.window_s - elapsed
+        return (window + 1) * self.limits.window_s - elapsed
+
+    def fits(self, tokens: int) -> bool:
+        """Whether one more call of ``tokens`` is within this window's limits."""
+        self.reset_s()  # turns the window if it ended
         limits = self.limits
-        ok = (limits.requests is None or self.requests + 1 <= limits.requests) and (
+        return (limits.requests is None or self.requests + 1 <= limits.requests) and (
             limits.tokens is None or self.tokens + tokens <= limits.tokens
         )
+
+    def take(self, tokens: int) -> None:
+        """Count one call of ``tokens`` in this window (checked with ``fits`` first)."""
+        self.requests += 1
+        self.tokens += tokens
+
+    def admit(self, tokens: int) -> tuple[bool, dict[str, str]]:
+        """Whether a call of ``tokens`` is within the limits, and its answer's headers."""
+        ok = self.fits(tokens)
         if ok:
-            self.requests += 1
-            self.tokens += tokens
-        return ok, self._headers(ok, reset)
+            self.take(tokens)
+        return ok, self._headers(ok, self.reset_s())
 
     def _headers(self, ok: bool, reset: float) -> dict[str, str]:
         limits, headers = self.limits, {}
@@ -95,3 +115,55 @@ class LimitWindow:
         if not ok and not limits.nonsense:
             headers["Retry-After"] = str(max(1, math.ceil(reset)))
         return headers
+
+
+class TokenBucket:
+    """A limit of ``capacity`` per ``minute_s``, refilled continuously at capacity / minute_s
+    a second, never above ``capacity``, and full at the start (a provider's bucket for a key
+    that has not been used for a minute).
+
+    ``take`` charges a call only if all of it fits (a provider refuses a request rather than
+    admitting part of it); ``adjust`` corrects a charge afterwards (Anthropic's output
+    tokens, estimated at ``max_tokens`` and settled when the answer ends) and may leave the
+    level below zero when a call used more than it was charged."""
+
+    def __init__(
+        self, capacity: int, minute_s: float = 60.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        if not isinstance(capacity, int) or capacity < 1:
+            raise ValueError(f"a bucket's capacity must be an integer >= 1, got {capacity!r}")
+        if not (math.isfinite(minute_s) and minute_s > 0):
+            raise ValueError(f"minute_s must be > 0, got {minute_s!r}")
+        self.capacity = capacity
+        self.per_second = capacity / minute_s
+        self._clock = clock
+        self._level = float(capacity)
+        self._at = clock()
+
+    def level(self) -> float:
+        """What the bucket holds now (refilled up to this moment)."""
+        now = self._clock()
+        self._level = min(self.capacity, self._level + (now - self._at) * self.per_second)
+        self._at = now
+        return self._level
+
+    def take(self, amount: int) -> bool:
+        """Charge ``amount`` if it fits now; False (nothing charged) if it does not."""
+        if amount > self.level():
+            return False
+        self._level -= amount
+        return True
+
+    def adjust(self, delta: float) -> None:
+        """Give back (``delta`` > 0) or charge more (< 0) of an earlier charge."""
+        self._level = min(self.capacity, self.level() + delta)
+
+    def seconds_until(self, amount: int) -> float:
+        """Seconds until ``amount`` fits (0 now; infinite if it exceeds the capacity)."""
+        if amount > self.capacity:
+            return math.inf
+        return max(0.0, (amount - self.level()) / self.per_second)
+
+    def seconds_to_full(self) -> float:
+        """Seconds until the bucket is full again: a provider's ``reset``."""
+        return (self.capacity - self.level()) / self.per_second

@@ -154,10 +154,10 @@ async def test_a_fixed_window_is_recognised_and_spent_from_its_start_without_429
     assert pacing.limits["tokens"].fixed_window
     assert api.stats["throttled"] == 0, dict(api.stats)
     tokens: dict[int, list[float]] = {}  # per window, the admitted calls' tokens by half
-    for at, used, admitted in api.timeline:
-        if admitted:
-            halves = tokens.setdefault(int(at // window_s), [0.0, 0.0])
-            halves[int(at % window_s >= window_s / 2)] += used
+    for call in api.timeline:
+        if call.admitted:
+            halves = tokens.setdefault(int(call.at // window_s), [0.0, 0.0])
+            halves[int(call.at % window_s >= window_s / 2)] += call.tokens
     first_fixed = 2  # the first window tells the shape
     whole = range(first_fixed, max(tokens))  # the last window is partial
     assert len(whole) >= 3, tokens
