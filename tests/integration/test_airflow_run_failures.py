@@ -15,7 +15,7 @@ import pytest
 from demo.stack import airflow, airflow_env, demo_api
 from enrichment_airflow.enrichment_hook import EnrichmentApiHook
 from enrichment_airflow.job_arguments import job_arguments
-from spark_jobs.defaults import AUTH_FAILURE_THRESHOLD, DEAD_LETTER_RETRY_SUFFIX
+from spark_jobs.defaults import DEAD_LETTER_RETRY_SUFFIX
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 
 from .airflow_support import init_airflow
@@ -39,11 +39,11 @@ def test_a_wrong_key_in_the_connection_fails_the_task_once_saying_why(tmp_path):
         result = airflow(env, "dags", "test", "enrich_customers", DAY, "--conf", conf)
         refused = api.get("/stats")["by_status"]
     log = result.stdout + result.stderr
-    assert "systemic failure" in log and "ClientStatusError HTTP 401" in log, log[-5000:]
+    assert "account-level failure: the API answered 401" in log, log[-5000:]
     assert "check the API key / bearer token (from $ENRICHMENT_API_TOKEN)" in log
-    assert "A retry: fix the cause (for 401/403 the connection's key or token), then clear" in log
+    assert "A retry: fix the cause (for an account-level failure the account's credit" in log
     assert set(refused) == {"401"}
-    assert refused["401"] <= PARTITIONS * (AUTH_FAILURE_THRESHOLD + 5), "one try, no retries"
+    assert refused["401"] <= PARTITIONS * 5, "one try, no retries, the first 401 stops"
     assert not (data / "output" / DAY).exists(), "nothing published"
 
 
