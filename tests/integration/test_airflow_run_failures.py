@@ -21,6 +21,7 @@ from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 from .airflow_support import init_airflow
 from .job_support import read_output, write_input
 from .operator_support import enrichment_operator
+from .provider_account import QUOTA, ProviderAccount
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow]
 
@@ -44,6 +45,21 @@ def test_a_wrong_key_in_the_connection_fails_the_task_once_saying_why(tmp_path):
     assert "A retry: fix the cause (for an account-level failure the account's credit" in log
     assert set(refused) == {"401"}
     assert refused["401"] <= PARTITIONS * 5, "one try, no retries, the first 401 stops"
+    assert not (data / "output" / DAY).exists(), "nothing published"
+
+
+def test_a_spent_provider_account_fails_the_task_once_naming_the_providers_code(tmp_path):
+    data = tmp_path / "data"
+    write_input(data / "input" / DAY / "part.jsonl", [f"c{i:05d}" for i in range(2000)])
+    with ProviderAccount(spent=True) as api:
+        env = airflow_env(tmp_path / "home", api.url, data, tmp_path / "snapshots")
+        init_airflow(env)
+        conf = json.dumps({"capacity": 5})
+        result = airflow(env, "dags", "test", "enrich_customers", DAY, "--conf", conf)
+        calls = sum(api.calls.values())
+    log = result.stdout + result.stderr
+    assert f"the API answered 429 insufficient_quota: {QUOTA}" in log, log[-5000:]
+    assert calls <= PARTITIONS * 5, "one try, no retries, the first answer stops"
     assert not (data / "output" / DAY).exists(), "nothing published"
 
 
