@@ -55,9 +55,6 @@ FOLLOW_REDIRECTS: RedirectPolicy = "none"
 on the way, even from https to http: none are followed unless asked for."""
 DEAD_LETTER_RETRY_SUFFIX = ".dead-letters"
 """A ``--retry-dead-letters`` run's snapshot namespace is its task id with this suffix."""
-AUTH_FAILURE_THRESHOLD = 5
-"""401/403 answers in a row, before a partition's first success, that stop the run as a
-systemic failure (a bad key), sooner than ``--systemic-threshold``."""
 SPARK_LOG_LEVEL: SparkLogLevel = "WARN"
 """Spark's INFO lines (hundreds a run) would bury the job's decision, progress and summary."""
 

@@ -60,7 +60,8 @@ def systemic_failure(partitions: Sequence[Any], run_id: str) -> RunFailed | None
         f"{reasons[0]} ({len(reasons)} partition(s) stopped). Nothing was published and no "
         "dead letter was written; the snapshots are kept: fix the cause and run again, "
         "the run resumes and calls those records again.",
-        "fix the cause (for 401/403 the connection's key or token), then clear this task: "
+        "fix the cause (for an account-level failure the account's credit, billing limit, "
+        "key or model; for 401/403 the connection's key or token), then clear this task: "
         "it resumes from the snapshots and calls those records again",
     )
 

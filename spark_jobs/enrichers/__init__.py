@@ -13,6 +13,7 @@ Typical use inside a Spark task::
 
 from .config import HttpEnricherConfig
 from .errors import (
+    AccountError,
     BudgetExhausted,
     ClientStatusError,
     EnrichmentError,
@@ -37,6 +38,7 @@ from .secrets import Secret, SecretError, read_token
 from .user_function import UserFunctionError, load_user_function, open_user_function
 
 __all__ = [
+    "AccountError",
     "BudgetExhausted",
     "ClientStatusError",
     "EnrichmentError",

@@ -4,8 +4,9 @@ The async wait operator decides about retries from the exception alone (its
 ``RetryStrategy.retry_on_exception`` predicate and the ``retry_after`` attribute), so
 every failure the enricher raises says in its type whether it is worth another call.
 Messages are built by the enricher from status, method, URL and a short body snippet
-(none for 401 and 403, whose bodies tend to quote the credentials back); they never
-include request headers, which is where the bearer token travels.
+(none for 401 and 403, whose bodies tend to quote the credentials back), or for an
+account-level answer from the provider's code and message (``account_errors.py``); they
+never include request headers, which is where the bearer token travels.
 """
 
 from __future__ import annotations
@@ -75,6 +76,19 @@ class ClientStatusError(PermanentError):
     def __init__(self, message: str, *, status: int):
         super().__init__(message)
         self.status = status
+
+
+class AccountError(PermanentError):
+    """The provider refused the account, not the record: no credit, a spent billing or
+    spend limit, refused credentials, an unknown model or deployment (``account_errors.py``
+    lists the answers). Every other call would get the same answer, so it is never
+    retried, not even as a throttle, and it stops the partition at once
+    (``partition_runner/systemic.py``). ``code`` is the provider's (None for a bare 401)."""
+
+    def __init__(self, message: str, *, status: int, code: str | None):
+        super().__init__(message)
+        self.status = status
+        self.code = code
 
 
 class NotFoundError(PermanentError):

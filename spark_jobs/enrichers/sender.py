@@ -16,6 +16,7 @@ import aiohttp
 
 from spark_jobs.asyncwait import untimed
 
+from .account_errors import account_error, is_account_level, provider_error
 from .attempt import AttemptLimits, AttemptTimeout, BodyTooLarge, Reply, UnsupportedEncoding, send
 from .call_pacing import CallPacing
 from .config import HttpEnricherConfig
@@ -272,6 +273,14 @@ class RequestSender:
             raise self._transport_error(method, url, exc) from None
 
     def _status_error(self, method: str, url: str, status: int, reply: Reply) -> EnrichmentError:
+        if status in (401, 403) and not self._auth_warned:
+            self._auth_warned = True  # once: every record would repeat it
+            source = self.config.token_env or self.config.token_file or "no token configured"
+            refused = self.redact(f"HTTP {status} from {method} {url}")
+            logger.warning("%s; check the bearer token source (%s)", refused, source)
+        provider = provider_error(reply.payload)
+        if is_account_level(status, provider):  # before 429: a spent quota is no throttle
+            return account_error(status, provider, f"{method} {url}", self.redact)
         if status in (401, 403):  # its body tends to quote the credentials back: not shown
             message = self.redact(f"HTTP {status} from {method} {url} (body not shown)")
         else:
@@ -284,10 +293,6 @@ class RequestSender:
             return self._retryable(ThrottledError(message, status=status, retry_after=retry_after))
         if status >= 500 or status in RETRYABLE_4XX:
             return self._retryable(ServerError(message, status=status))
-        if status in (401, 403) and not self._auth_warned:
-            self._auth_warned = True  # once: every record would repeat it
-            source = self.config.token_env or self.config.token_file or "no token configured"
-            logger.warning("%s; check the bearer token source (%s)", message, source)
         return ClientStatusError(message, status=status)
 
     def _transport_error(self, method: str, url: str, exc: Exception) -> EnrichmentError:

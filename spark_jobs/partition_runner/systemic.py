@@ -12,10 +12,16 @@ when the run resumes after the cause is fixed.
 The threshold is small (``--systemic-threshold``, 20 by default): a real per-record error
 rarely repeats 20 times in a row with no success between (404s or 400s among successes
 keep breaking the streak), and a bad configuration costs at most that many calls per
-partition, plus the calls already in flight. A 401/403 before the partition's first
-success stops sooner (``defaults.AUTH_FAILURE_THRESHOLD``): a key that works would have
-let one record through, and a wrong key should fail a run within seconds of its first
-calls.
+partition, plus the calls already in flight.
+
+An account-level answer (``AccountError``: no credit, a spent billing limit, refused
+credentials, an unknown model; ``enrichers/account_errors.py``) needs no streak: the
+provider says that no call of this account can succeed, so the first one stops the
+partition, whatever ``--systemic-threshold`` says (it tunes the guess about per-record
+errors; an account's answer is no guess, and its records must not become dead letters).
+A run of a few seconds then costs the calls in flight when the answer came, at most the
+capacity. A bare 403 is no account answer (an API may refuse one record's resource):
+it is an ordinary permanent error under the threshold.
 """
 
 from __future__ import annotations
@@ -25,9 +31,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from spark_jobs.asyncwait import Failure, Result
-from spark_jobs.defaults import AUTH_FAILURE_THRESHOLD
 
-#: HTTP statuses that mean the credentials are refused rather than the record bad.
+#: The kind of every account-level failure (``enrichers.errors.AccountError``'s name).
+ACCOUNT_KIND = "AccountError"
+#: HTTP statuses that mean the credentials are refused rather than the account spent.
 AUTH_STATUSES = frozenset({401, 403})
 
 _KIND = re.compile(r"^(?P<cls>\w+)(?:: HTTP (?P<status>\d{3})\b)?")
@@ -38,12 +45,15 @@ class SystemicFailureError(RuntimeError):
 
 
 def failure_kind(failure: Failure) -> str | None:
-    """``"ClientStatusError HTTP 401"``, ``"MissingFieldError"``; None for a transient
-    failure (``outage.py``'s business) or an error text of no known shape."""
+    """``"ClientStatusError HTTP 400"``, ``"MissingFieldError"``, ``"AccountError"`` (one
+    kind whatever its status); None for a transient failure (``outage.py``'s business) or
+    an error text of no known shape."""
     match = _KIND.match(failure.error)
     if failure.transient or match is None:
         return None
     status = match["status"]
+    if match["cls"] == ACCOUNT_KIND:
+        return ACCOUNT_KIND
     return f"{match['cls']} HTTP {status}" if status else match["cls"]
 
 
@@ -79,13 +89,14 @@ class SystemicDetector:
     def take(self, output: Result | Failure) -> list[Result | Failure]:
         """The outputs to emit now, in order: none while ``output`` extends the streak."""
         kind = failure_kind(output) if isinstance(output, Failure) else None
-        if not isinstance(output, Failure) or kind is None or not self.threshold:
+        held = kind == ACCOUNT_KIND or bool(self.threshold)
+        if not isinstance(output, Failure) or kind is None or not held:
             self.succeeded = self.succeeded or isinstance(output, Result)
             return [*self.release(), output]
         released: list[Result | Failure] = [*self.release()] if kind != self.kind else []
         self.kind = kind
         self.suspects.append(output)
-        if len(self.suspects) >= self._limit():
+        if kind == ACCOUNT_KIND or len(self.suspects) >= self.threshold:
             self.stop = self._reason(output)
         return released
 
@@ -114,23 +125,27 @@ class SystemicDetector:
         failure = Failure(entry["record"], entry["error"], 0, entry.get("transient", False))
         return failure_kind(failure) == self.kind
 
-    def _limit(self) -> int:
-        if self._auth and not self.succeeded:
-            return min(self.threshold, AUTH_FAILURE_THRESHOLD)
-        return self.threshold
-
-    @property
-    def _auth(self) -> bool:
-        return any(self.kind == f"ClientStatusError HTTP {s}" for s in AUTH_STATUSES)
-
     def _reason(self, last: Failure) -> str:
-        hint = (
-            self.auth_hint
-            if self._auth
-            else "a configuration or API fault, not the records: fix it and run again"
-        )
+        if self.kind == ACCOUNT_KIND:
+            return account_reason(self.partition, last, self.auth_hint)
         return (
             f"partition {self.partition}: systemic failure: {len(self.suspects)} records in "
             f"a row failed with {self.kind}"
-            f"{'' if self.succeeded else ' and none succeeded'}; {hint}; last: {last.error}"
+            f"{'' if self.succeeded else ' and none succeeded'}; a configuration or API "
+            f"fault, not the records: fix it and run again; last: {last.error}"
         )
+
+
+def account_reason(partition: int, failure: Failure, auth_hint: str) -> str:
+    """``partition 0: account-level failure: the API answered 429 insufficient_quota: You
+    exceeded ... (POST https://...); ...``: the provider's status, code and message."""
+    answer = failure.error.removeprefix(f"{ACCOUNT_KIND}: ").removeprefix("HTTP ")
+    match = _KIND.match(failure.error)
+    status = int(match["status"]) if match is not None and match["status"] else None
+    hint = (
+        auth_hint
+        if status in AUTH_STATUSES
+        else "no call can succeed until the account is fixed (credit, billing or spend "
+        "limit, model or deployment name)"
+    )
+    return f"partition {partition}: account-level failure: the API answered {answer}; {hint}"

@@ -12,7 +12,6 @@ from fractions import Fraction
 from typing import Any
 
 from spark_jobs.defaults import (
-    AUTH_FAILURE_THRESHOLD,
     INPUT_FORMATS,
     MODES,
     REDIRECT_POLICIES,
@@ -287,8 +286,9 @@ def _add_failure_options(add: _Options) -> None:
         "--systemic-threshold",
         type=int,
         help="records in a row failing with one permanent error (same class and HTTP status, "
-        "e.g. 400) that stop the run, exit 6, instead of dead-lettering them; 401/403 before "
-        f"any success stop after {AUTH_FAILURE_THRESHOLD}; 0 disables",
+        "e.g. 400) that stop the run, exit 6, instead of dead-lettering them; 0 disables. "
+        "An account-level answer (spent quota, billing limit, refused key, unknown model) "
+        "stops the run at the first one whatever this says",
     )
     add(
         "--max-dead-letters",

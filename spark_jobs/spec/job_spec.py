@@ -87,7 +87,7 @@ class JobSpec:
     later resume instead of dead-lettering through an outage (0: never)."""
     systemic_threshold: int = 20
     """Records in a row failing with one permanent error that stop the run (see
-    ``partition_runner/systemic.py``; 0: never)."""
+    ``partition_runner/systemic.py``; 0: never). An account-level answer stops it at once."""
     max_dead_letters: str | None = None
     """``N`` or ``P%`` of the input: a run with more dead letters fails, publishing nothing."""
     retry_dead_letters: str | None = None

@@ -15,12 +15,13 @@ import pytest
 from demo.stack import airflow, airflow_env, demo_api
 from enrichment_airflow.enrichment_hook import EnrichmentApiHook
 from enrichment_airflow.job_arguments import job_arguments
-from spark_jobs.defaults import AUTH_FAILURE_THRESHOLD, DEAD_LETTER_RETRY_SUFFIX
+from spark_jobs.defaults import DEAD_LETTER_RETRY_SUFFIX
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 
 from .airflow_support import init_airflow
 from .job_support import read_output, write_input
 from .operator_support import enrichment_operator
+from .provider_account import QUOTA, ProviderAccount
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow]
 
@@ -39,11 +40,26 @@ def test_a_wrong_key_in_the_connection_fails_the_task_once_saying_why(tmp_path):
         result = airflow(env, "dags", "test", "enrich_customers", DAY, "--conf", conf)
         refused = api.get("/stats")["by_status"]
     log = result.stdout + result.stderr
-    assert "systemic failure" in log and "ClientStatusError HTTP 401" in log, log[-5000:]
+    assert "account-level failure: the API answered 401" in log, log[-5000:]
     assert "check the API key / bearer token (from $ENRICHMENT_API_TOKEN)" in log
-    assert "A retry: fix the cause (for 401/403 the connection's key or token), then clear" in log
+    assert "A retry: fix the cause (for an account-level failure the account's credit" in log
     assert set(refused) == {"401"}
-    assert refused["401"] <= PARTITIONS * (AUTH_FAILURE_THRESHOLD + 5), "one try, no retries"
+    assert refused["401"] <= PARTITIONS * 5, "one try, no retries, the first 401 stops"
+    assert not (data / "output" / DAY).exists(), "nothing published"
+
+
+def test_a_spent_provider_account_fails_the_task_once_naming_the_providers_code(tmp_path):
+    data = tmp_path / "data"
+    write_input(data / "input" / DAY / "part.jsonl", [f"c{i:05d}" for i in range(2000)])
+    with ProviderAccount(spent=True) as api:
+        env = airflow_env(tmp_path / "home", api.url, data, tmp_path / "snapshots")
+        init_airflow(env)
+        conf = json.dumps({"capacity": 5})
+        result = airflow(env, "dags", "test", "enrich_customers", DAY, "--conf", conf)
+        calls = sum(api.calls.values())
+    log = result.stdout + result.stderr
+    assert f"the API answered 429 insufficient_quota: {QUOTA}" in log, log[-5000:]
+    assert calls <= PARTITIONS * 5, "one try, no retries, the first answer stops"
     assert not (data / "output" / DAY).exists(), "nothing published"
 
 

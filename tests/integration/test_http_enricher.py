@@ -19,6 +19,7 @@ from aiohttp import web
 from demo.customers import customer_record
 from spark_jobs.asyncwait import AsyncWaitOperator, Failure, Result
 from spark_jobs.enrichers import (
+    AccountError,
     ClientStatusError,
     HttpEnricher,
     HttpEnricherConfig,
@@ -107,7 +108,7 @@ async def answer_status(request: web.Request) -> web.Response:
         (200, None, None),
         (204, InvalidResponseError, None),  # 2xx without a JSON body
         (400, ClientStatusError, None),
-        (401, ClientStatusError, None),
+        (401, AccountError, None),
         (403, ClientStatusError, None),
         (409, ClientStatusError, None),
         (422, ClientStatusError, None),
@@ -133,7 +134,10 @@ async def test_status_paths(status, error_type, retry_after):
                 assert is_retryable(error) is isinstance(error, RetryableError)
                 assert enrich.retry_predicate(error) is is_retryable(error)
                 assert getattr(error, "retry_after", None) == retry_after
-                if status != 204:
+                if error_type is AccountError:  # the provider's answer, then the call
+                    assert str(error).startswith(f"HTTP {status}: ")
+                    assert str(error).endswith(f"(GET {base_url}/status/{status})")
+                elif status != 204:
                     assert f"HTTP {status} from GET {base_url}/status/{status}" in str(error)
             stats = enrich.stats
     assert stats["requests_made"] == 1

@@ -18,6 +18,7 @@ from demo.api import run_demo_api
 from demo.faults import DemoConfig
 from spark_jobs.asyncwait import AsyncWaitOperator, Failure
 from spark_jobs.enrichers import (
+    AccountError,
     ClientStatusError,
     HttpEnricher,
     HttpEnricherConfig,
@@ -87,7 +88,7 @@ async def test_a_401_leaks_no_token(monkeypatch, debug_logs, tmp_path):
             token_file=str(token_file),
         )
         async with HttpEnricher(config) as enrich:
-            with pytest.raises(ClientStatusError) as caught:
+            with pytest.raises(AccountError) as caught:
                 await enrich({"id": "c1"})
             [failure] = await run_operator(enrich, [{"id": "c2"}])
             stats = enrich.stats
@@ -219,7 +220,7 @@ async def test_a_secret_echoed_in_any_form_reaches_no_dead_letter_error_or_log(
             secret_headers={"X-Api-Key": "ODD_KEY"},
         )
         async with HttpEnricher(config) as enrich:
-            with pytest.raises(ClientStatusError if status == 401 else ServerError) as caught:
+            with pytest.raises(AccountError if status == 401 else ServerError) as caught:
                 await enrich({"id": "0"})
             failures = await run_operator(enrich, [{"id": str(i)} for i in range(len(forms))])
     assert (f"Bearer {ODD_TOKEN}", ODD_KEY) in received  # the server did see them

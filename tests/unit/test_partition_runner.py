@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spark_jobs.enrichers import ResponseField
-from spark_jobs.enrichers.errors import ClientStatusError, ServerError
+from spark_jobs.enrichers.errors import AccountError, ServerError
 from spark_jobs.partition_runner import ApiOutageError, PartitionRunner, PartitionTask
 from spark_jobs.partition_runner.row_enrichment import EVENT_MS
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
@@ -188,7 +188,8 @@ async def refused_until_fixed(record: dict) -> dict:
     CALLS[record["id"]] += 1
     await asyncio.sleep(0.001)
     if not KEY_OK["ok"]:
-        raise ClientStatusError("HTTP 401 from GET http://api/x: 'bad key'", status=401)
+        refused = "HTTP 401: the credentials were refused (body not shown) (GET http://api/x)"
+        raise AccountError(refused, status=401, code=None)
     return {"score": record["amount"] / 10}
 
 
@@ -205,9 +206,9 @@ def test_a_systemic_failure_stops_the_partition_without_dead_letters_and_resume_
     committed = SnapshotStore(str(tmp_path)).partition(NamespaceKey("d", "t", "i"), 0).latest()
     assert committed.dead_letter_rows == 0 and committed.committed_rows == 0
     reason = committed.stats["systemic_failure"]
-    assert "systemic failure: 5 records in a row failed with ClientStatusError HTTP 401" in reason
+    assert "account-level failure: the API answered 401: the credentials were refused" in reason
     assert not committed.stats["finished"]
-    assert sum(CALLS.values()) <= 5 + spec.capacity, "stopped within its first calls"
+    assert sum(CALLS.values()) <= 1 + spec.capacity, "stopped at the first answer"
     KEY_OK["ok"] = True
     rows = run_partition(spec, 300, None, "a1")
     assert Counter(r["id"] for r in rows) == Counter(f"k{i:04d}" for i in range(300))

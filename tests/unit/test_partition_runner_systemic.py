@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from spark_jobs.asyncwait import Failure, Result
-from spark_jobs.defaults import AUTH_FAILURE_THRESHOLD
 from spark_jobs.partition_runner.systemic import (
     SystemicDetector,
     credentials_hint,
@@ -22,37 +21,58 @@ def missing(n: int) -> Failure:
 
 
 def test_the_kind_is_the_class_and_status_and_transient_failures_have_none() -> None:
-    assert failure_kind(status(0, 401)) == "ClientStatusError HTTP 401"
+    assert failure_kind(status(0, 403)) == "ClientStatusError HTTP 403"
+    assert failure_kind(account(0)) == "AccountError", "one kind whatever its status"
     assert failure_kind(missing(0)) == "MissingFieldError"
     assert failure_kind(Failure(0, "ServerError: HTTP 503 from GET", 5, transient=True)) is None
 
 
-def test_401s_before_any_success_stop_sooner_naming_the_secret_header_not_its_value() -> None:
+def account(n: int, status: int = 429, code: str = "insufficient_quota") -> Failure:
+    text = f"AccountError: HTTP {status} {code}: You exceeded your current quota (POST http://a/v1)"
+    return Failure(n, text, attempts=1)
+
+
+def test_the_first_account_level_failure_stops_naming_the_providers_answer() -> None:
     detector = SystemicDetector(threshold=20, partition=3, auth_hint=HINT)
-    outputs = [detector.take(status(n, 401)) for n in range(AUTH_FAILURE_THRESHOLD)]
-    assert outputs == [[]] * AUTH_FAILURE_THRESHOLD, "every 401 held back: no dead letter"
-    assert detector.stop is not None
-    assert detector.stop.startswith(
-        "partition 3: systemic failure: 5 records in a row failed with ClientStatusError HTTP 401"
+    assert detector.take(Result(0, {})) == [Result(0, {})]
+    assert detector.take(account(1)) == [], "held back: no dead letter"
+    assert detector.stop == (
+        "partition 3: account-level failure: the API answered 429 insufficient_quota: You "
+        "exceeded your current quota (POST http://a/v1); no call can succeed until the "
+        "account is fixed (credit, billing or spend limit, model or deployment name)"
     )
-    assert "none succeeded" in detector.stop
-    assert "check the API key / secret header X-Api-Key (from $GEO_KEY)" in detector.stop
-    suspects = [status(n, 401) for n in range(5)]
-    assert detector.requeued() == [
-        {"record": s.record, "attempts": 1, "error": s.error} for s in suspects
+    assert detector.requeued() == [{"record": 1, "attempts": 1, "error": account(1).error}]
+    entries = [{"record": 2, "attempts": 1, "error": account(2, 401, "invalid_api_key").error}]
+    entries.append({"record": 4, "attempts": 1, "error": status(4, 400).error})
+    assert detector.retry_queued([*detector.requeued(), *entries]) == [
+        {"record": 1, "attempts": 0},
+        {"record": 2, "attempts": 0},  # any account-level failure is called again
+        entries[1],
     ]
-    calls = [{"record": n, "attempts": 0} for n in range(5)]
-    assert detector.retry_queued(detector.requeued()) == calls
 
 
-def test_after_a_success_401s_need_the_full_threshold() -> None:
+def test_a_refused_key_stops_at_once_naming_the_secret_header_not_its_value() -> None:
+    detector = SystemicDetector(threshold=20, partition=0, auth_hint=HINT)
+    error = "AccountError: HTTP 401: the credentials were refused (body not shown) (GET http://a)"
+    detector.take(Failure(0, error, 1))
+    assert detector.stop is not None and "the API answered 401: the credentials" in detector.stop
+    assert "check the API key / secret header X-Api-Key (from $GEO_KEY)" in detector.stop
+
+
+def test_account_level_failures_stop_even_with_the_threshold_off() -> None:
+    detector = SystemicDetector(threshold=0, partition=0, auth_hint=HINT)
+    assert detector.take(status(0, 400)) == [status(0, 400)]
+    assert detector.take(account(1)) == [] and detector.stop is not None
+
+
+def test_bare_403s_are_an_ordinary_streak() -> None:
     detector = SystemicDetector(threshold=8, partition=0, auth_hint=HINT)
-    detector.take(Result(0, {}))
-    for n in range(1, 8):
+    for n in range(7):
         detector.take(status(n, 403))
         assert detector.stop is None
-    detector.take(status(8, 403))
+    detector.take(status(7, 403))
     assert detector.stop is not None and "8 records in a row" in detector.stop
+    assert "none succeeded" in detector.stop
 
 
 def test_the_same_permanent_error_for_a_run_of_records_stops_with_a_generic_hint() -> None:
@@ -85,15 +105,15 @@ def test_a_transient_failure_breaks_the_streak() -> None:
 
 def test_threshold_zero_never_holds_anything_back() -> None:
     detector = SystemicDetector(threshold=0, partition=0, auth_hint=HINT)
-    assert [detector.take(status(n, 401)) for n in range(9)] == [[status(n, 401)] for n in range(9)]
+    assert [detector.take(status(n, 403)) for n in range(9)] == [[status(n, 403)] for n in range(9)]
     assert detector.stop is None
 
 
 def test_after_a_stop_queued_failures_of_its_kind_are_called_again() -> None:
     detector = SystemicDetector(threshold=1, partition=0, auth_hint=HINT)
-    detector.take(status(0, 401))
+    detector.take(status(0, 403))
     entries = [
-        {"record": 1, "attempts": 1, "error": status(1, 401).error},
+        {"record": 1, "attempts": 1, "error": status(1, 403).error},
         {"record": 2, "attempts": 1, "error": status(2, 404).error},
         {"record": 3, "attempts": 1, "value": {"score": 1}},
         {"record": 4, "attempts": 2},
