@@ -85,10 +85,10 @@ async def send(
     url: str | URL,
     body: str | None,
     limits: AttemptLimits,
-    stragglers: StragglerWatch,
+    stragglers: StragglerWatch | None,
 ) -> Reply:
     """Send once and read the whole answer, or raise: an aiohttp error, AttemptTimeout,
-    BodyTooLarge or UnsupportedEncoding. ``stragglers`` may cut the attempt early."""
+    BodyTooLarge or UnsupportedEncoding. ``stragglers`` (None: off) may cut it early."""
     loop = asyncio.get_running_loop()
     start = loop.time()
     end = start + limits.total if limits.total is not None else None
@@ -97,7 +97,8 @@ async def send(
     progress, answered = None, False
     try:
         async with timer:
-            progress = stragglers.begin(timer, start)
+            if stragglers is not None:
+                progress = stragglers.begin(timer, start)
             # Sent exactly as built: yarl would otherwise resolve dot segments.
             target = URL(url, encoded=True) if isinstance(url, str) else url
             # Never followed here: a hop would carry the secret headers to whatever
@@ -106,7 +107,9 @@ async def send(
             async with request as response:
                 phase, phase_s = "stall", limits.stall
                 decoder = _decoder(response.headers.get("Content-Encoding"))
-                payload = await _read_capped(response.content, decoder, limits, progress, end)
+                payload = await _read_capped(
+                    response.content, decoder, limits, timer, progress, end
+                )
                 headers, answered = response.headers, True
                 return Reply(response.status, payload, headers.get("Retry-After"), headers)
     except TimeoutError:
@@ -118,7 +121,7 @@ async def send(
             raise AttemptTimeout("total", limits.total or 0.0) from None
         raise AttemptTimeout(phase, phase_s or 0.0) from None
     finally:
-        if progress is not None:
+        if stragglers is not None and progress is not None:
             stragglers.end(progress, answered)
 
 
@@ -126,17 +129,18 @@ async def _read_capped(
     content: aiohttp.StreamReader,
     decoder: zlib._Decompress | None,
     limits: AttemptLimits,
-    progress: AttemptProgress,
+    timer: Deadline,
+    progress: AttemptProgress | None,
     end: float | None,
 ) -> bytes:
     loop = asyncio.get_running_loop()
     chunks: list[bytes] = []
     size = 0
     cap = limits.max_bytes
-    timer = progress.timer
     while True:
         now = loop.time()
-        progress.heard(now)  # the headers, then each chunk
+        if progress is not None:
+            progress.heard(now)  # the headers, then each chunk
         timer.move(_earliest(end, now, limits.stall))
         chunk = await content.readany()
         if not chunk:

@@ -111,6 +111,10 @@ class HttpEnricherConfig:
     """Send a second, hedged request when the first has taken this many seconds, or
     ``"p95"`` (any percentile) of recent latencies; the first answer wins and the other is
     cancelled. Idempotent methods only. Off by default: both requests are paid for."""
+    resend_stragglers: bool = False
+    """Once a partition's input has ended, cut an attempt gone silent that later ones
+    overtook and send it again (``stragglers.py``). Idempotent methods only, and off by
+    default: the cut call may still be billed, so the provider charges for both."""
     follow_redirects: defaults.RedirectPolicy = defaults.FOLLOW_REDIRECTS
     """``none`` (a 3xx is a dead letter) or ``same-origin`` (followed, each hop a call)."""
 
@@ -135,6 +139,24 @@ class HttpEnricherConfig:
                 set_(self, name, positive_float(value, name))
         check_int(self.max_response_bytes, "max_response_bytes", minimum=1)
         self._check_hedging()
+        self._check_stragglers()
+
+    def _check_idempotent(self, option: str, what: str) -> None:
+        """``option`` only for a method that may act twice (``what``: what is sent)."""
+        if self.batch is not None or self.method not in IDEMPOTENT_METHODS:
+            method = "POST (batching)" if self.batch is not None else self.method
+            raise ValueError(
+                f"{option}: only idempotent methods ({', '.join(IDEMPOTENT_METHODS)}) may "
+                f"{what}, a second {method} could act twice and is paid twice"
+            )
+
+    def _check_stragglers(self) -> None:
+        if not isinstance(self.resend_stragglers, bool):
+            raise ValueError(
+                f"resend_stragglers must be true or false, got {self.resend_stragglers!r}"
+            )
+        if self.resend_stragglers:
+            self._check_idempotent("resend_stragglers", "be sent again as stragglers")
 
     def _check_hedging(self) -> None:
         if self.hedge_after is None:
@@ -144,12 +166,7 @@ class HttpEnricherConfig:
                 object.__setattr__(self, "hedge_after", float(self.hedge_after))
             except ValueError:
                 pass  # hedge_percentile names the problem
-        if self.batch is not None or self.method not in IDEMPOTENT_METHODS:
-            method = "POST (batching)" if self.batch is not None else self.method
-            raise ValueError(
-                f"hedge_after: only idempotent methods ({', '.join(IDEMPOTENT_METHODS)}) may "
-                f"be hedged, a second {method} could act twice"
-            )
+        self._check_idempotent("hedge_after", "be hedged")
         self.hedge_delay_s, self.hedge_percentile  # noqa: B018 - parsing is the check
 
     @property

@@ -17,7 +17,9 @@ slot's lock (as ``executor_rate.py``'s slots; a killed worker's lock goes with i
 wants more only while its entry is fresh: one that sends nothing is not using a share.
 A newcomer wants its share from its first send, and the others give it up at their next
 tick, with no grace to wait out. No coordinator: each executor's tasks share what they
-found, executors still converge on their shares through the 429s.
+found, executors still converge on their shares through the 429s. The board lives in the
+user's private folder (``private_dir.py``); what in it is not a number, or not where an
+entry goes, is left out with a warning naming the file (once per task).
 """
 
 from __future__ import annotations
@@ -26,9 +28,9 @@ import fcntl
 import logging
 import os
 import struct
-from pathlib import Path
 
-from .executor_rate import MAX_SLOTS, executor_directory, take_slot
+from .executor_rate import MAX_SLOTS, take_slot
+from .private_dir import PrivateFolder, executor_folder
 
 logger = logging.getLogger(__name__)
 
@@ -47,14 +49,19 @@ Entries = dict[int, tuple[float, float, float]]
 
 
 class ExecutorBoard:
-    """One task's place on its executor's board, kept in ``directory``."""
+    """One task's place on its executor's board, kept in ``folder`` (closed when it
+    leaves)."""
 
-    def __init__(self, directory: Path) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
-        self._directory = directory
-        self._slot_fd, self._slot = take_slot(directory)
-        self._fd = os.open(directory / "board", os.O_RDWR | os.O_CREAT, 0o600)
+    def __init__(self, folder: PrivateFolder) -> None:
+        self._folder = folder
+        try:
+            self._slot_fd, self._slot = take_slot(folder)
+            self._fd = folder.open_file("board")
+        except OSError:
+            folder.close()
+            raise
         self._broken = False  # an I/O error: the task goes on finding its share alone
+        self._warned = False  # a malformed board is said once
 
     def publish(self, accepted: float, now: float, wants_more: bool) -> None:
         """This task's accepted rate (requests/s) as of ``now`` (monotonic seconds), and
@@ -96,6 +103,7 @@ class ExecutorBoard:
         """This task ends: its slot's lock is given back, and with it its share."""
         for fd in (self._fd, self._slot_fd):
             os.close(fd)
+        self._folder.close()
 
     def _neighbours(self, entries: Entries, now: float) -> list[tuple[float, bool]]:
         """The accepted rate and want of each other task still on the board; one whose
@@ -134,23 +142,33 @@ class ExecutorBoard:
         except OSError as exc:
             self._give_up(exc)
             return (0.0, 0.0), {}
+        if (len(data) - _TOTAL.size) % _ENTRY.size and len(data):
+            self._malformed(f"{len(data)} bytes, not a whole number of entries")
         if len(data) < _TOTAL.size:
             return (0.0, 0.0), {}
         total, cut_at = _TOTAL.unpack_from(data)
         entries = {}
         for slot in range((len(data) - _TOTAL.size) // _ENTRY.size):
             entry = _ENTRY.unpack_from(data, _TOTAL.size + slot * _ENTRY.size)
-            if entry[1] > 0 and all(_usable(value) for value in entry):
+            if not all(_usable(value) for value in entry):
+                self._malformed(f"slot {slot}'s entry is not a rate")
+            elif entry[1] > 0:  # all zeros: never written
                 entries[slot] = entry
-        usable = _usable(total) and _usable(cut_at)
-        return ((total, cut_at) if usable else (0.0, 0.0)), entries
+        if _usable(total) and _usable(cut_at):
+            return (total, cut_at), entries
+        self._malformed("its total is not a rate")
+        return (0.0, 0.0), entries
+
+    def _malformed(self, problem: str) -> None:
+        if not self._warned:
+            self._warned = True
+            logger.warning("%s: %s; left out", self._folder.path / "board", problem)
 
     def _held(self, slot: int) -> bool:
         """Whether a task holds ``slot`` now: its lock cannot be taken (this task's own
         too: a lock belongs to the open file, not the process)."""
-        try:
-            fd = os.open(self._directory / f"slot-{slot}", os.O_RDONLY)
-        except OSError:
+        fd = self._folder.open_existing(f"slot-{slot}")
+        if fd is None:
             return False
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -174,11 +192,9 @@ def _usable(value: float) -> bool:
 def open_board(scope: str) -> ExecutorBoard | None:
     """The board of this executor's tasks calling ``scope`` (what a limit is counted
     against); None where the files cannot be used (each task then finds its share alone)."""
-    directory = executor_directory("board", scope)
-    if directory is None:
-        return None
     try:
-        return ExecutorBoard(directory)
+        folder = executor_folder("board", scope)
+        return None if folder is None else ExecutorBoard(folder)
     except OSError as exc:
         logger.warning("rate limit findings not shared with this executor's tasks: %s", exc)
         return None

@@ -13,20 +13,22 @@ The executor's slots are counted, not configured: each task holds an exclusive l
 the lowest free ``slot-N`` file, so a task holding slot ``N`` proves ``N + 1`` tasks ran
 at once; the schedule keeps the highest such count, which never exceeds the executor's
 real slots, so the executors' shares never add up to more than ``R``. A killed worker's
-locks go with it. Where the files cannot be used, each task keeps its own ``R/S``.
+locks go with it. The files live in the user's private folder (``private_dir.py``); where
+they cannot be used, each task keeps its own ``R/S``. A schedule that is not what this
+module writes (a torn or corrupt file) is replaced, with a warning naming it.
 """
 
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import logging
+import math
 import os
 import struct
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
+
+from .private_dir import PrivateFolder, executor_folder
 
 logger = logging.getLogger(__name__)
 
@@ -36,15 +38,19 @@ MAX_SLOTS = 1024
 
 
 class ExecutorSchedule:
-    """The executor-wide send schedule of one job, shared through ``directory``."""
+    """The executor-wide send schedule of one job, shared through ``folder`` (closed
+    here: the schedule holds what it needs of it)."""
 
-    def __init__(self, directory: Path, job_rate: float, job_slots: int) -> None:
-        if not job_rate > 0 or job_slots < 1:
-            raise ValueError(f"need a rate > 0 and slots >= 1, got {job_rate!r}, {job_slots!r}")
-        directory.mkdir(parents=True, exist_ok=True)
-        self._job_rate, self._job_slots = job_rate, job_slots
-        self._slot_fd, slot = take_slot(directory)
-        self._fd = os.open(directory / "schedule", os.O_RDWR | os.O_CREAT, 0o600)
+    def __init__(self, folder: PrivateFolder, job_rate: float, job_slots: int) -> None:
+        try:
+            if not job_rate > 0 or job_slots < 1:
+                raise ValueError(f"need a rate > 0 and slots >= 1, got {job_rate!r}, {job_slots!r}")
+            self._job_rate, self._job_slots = job_rate, job_slots
+            self._path = folder.path / "schedule"
+            self._slot_fd, slot = take_slot(folder)
+            self._fd = folder.open_file("schedule")
+        finally:
+            folder.close()
         with self._locked() as (next_free, seen):
             self._write(next_free, max(seen, slot + 1))
 
@@ -77,39 +83,40 @@ class ExecutorSchedule:
     def _locked(self) -> Iterator[tuple[float, int]]:
         fcntl.flock(self._fd, fcntl.LOCK_EX)
         try:
-            data = os.pread(self._fd, _RECORD.size, 0)
-            yield _RECORD.unpack(data) if len(data) == _RECORD.size else (0.0, 0)
+            yield self._read()
         finally:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def _read(self) -> tuple[float, int]:
+        """The schedule as written (new: none yet); one that is not a schedule counts as
+        none, and the write that follows replaces it."""
+        size = os.fstat(self._fd).st_size
+        if size == 0:
+            return 0.0, 0
+        data = os.pread(self._fd, _RECORD.size, 0)
+        if size == _RECORD.size and len(data) == _RECORD.size:
+            next_free, seen = _RECORD.unpack(data)
+            if math.isfinite(next_free) and next_free >= 0 and 0 <= seen <= MAX_SLOTS:
+                return next_free, seen
+        logger.warning("%s: not a send schedule (%d bytes); replacing it", self._path, size)
+        os.ftruncate(self._fd, _RECORD.size)
+        return 0.0, 0
 
     def _write(self, next_free: float, seen: int) -> None:
         os.pwrite(self._fd, _RECORD.pack(next_free, seen), 0)
 
 
-def take_slot(directory: Path) -> tuple[int, int]:
-    """Lock the lowest free ``slot-N`` file; its descriptor and ``N``."""
+def take_slot(folder: PrivateFolder) -> tuple[int, int]:
+    """Lock the lowest free ``slot-N`` file of ``folder``; its descriptor and ``N``."""
     for slot in range(MAX_SLOTS):
-        fd = os.open(directory / f"slot-{slot}", os.O_RDWR | os.O_CREAT, 0o600)
+        fd = folder.open_file(f"slot-{slot}")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
             continue
         return fd, slot
-    raise OSError(f"all {MAX_SLOTS} slot files of {directory} are held")
-
-
-def executor_directory(kind: str, key: str) -> Path | None:
-    """The folder this executor's Python workers share for ``kind`` of file about ``key``,
-    or None when the executor cannot be told apart (no ``/proc`` entry for the daemon)."""
-    daemon = os.getppid()  # pyspark.daemon: one per executor (and per Spark application)
-    try:
-        born = os.stat(f"/proc/{daemon}").st_ctime  # a reused pid is another executor
-    except OSError:
-        return None
-    digest = hashlib.sha256(f"{kind} {key}".encode()).hexdigest()[:16]
-    folder = f"{daemon}-{born:.0f}-{digest}"
-    return Path(tempfile.gettempdir()) / "resumable-enrichment-rate" / folder
+    raise OSError(f"all {MAX_SLOTS} slot files of {folder.path} are held")
 
 
 def open_schedule(scope: str, job_rate: float, job_slots: int) -> ExecutorSchedule | None:
@@ -118,11 +125,9 @@ def open_schedule(scope: str, job_rate: float, job_slots: int) -> ExecutorSchedu
     slot) or the files cannot be used (the task then keeps its own share)."""
     if job_slots < 2:
         return None
-    directory = executor_directory("schedule", f"{scope} {job_rate!r} {job_slots}")
-    if directory is None:
-        return None
     try:
-        return ExecutorSchedule(directory, job_rate, job_slots)
+        folder = executor_folder("schedule", f"{scope} {job_rate!r} {job_slots}")
+        return None if folder is None else ExecutorSchedule(folder, job_rate, job_slots)
     except OSError as exc:
         logger.warning("request rate not shared with this executor's other tasks: %s", exc)
         return None

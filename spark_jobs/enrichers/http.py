@@ -138,8 +138,9 @@ class HttpEnricher:
 
     def input_ended(self) -> None:
         """The partition's input has ended: from now on an attempt gone silent is sent
-        again early, as a straggler (``stragglers.py``)."""
-        self._sender.stragglers.input_ended()
+        again early, as a straggler (``stragglers.py``), with ``resend_stragglers``."""
+        if self._sender.stragglers is not None:
+            self._sender.stragglers.input_ended()
 
     # -- observability ----------------------------------------------------------------
 

@@ -71,7 +71,8 @@ class RequestSender:
             total=config.total_timeout,
             max_bytes=config.max_response_bytes,
         )
-        self.stragglers = StragglerWatch()
+        # Off unless asked for: no watch at all, so an attempt costs nothing for it.
+        self.stragglers = StragglerWatch() if config.resend_stragglers else None
         self._hedge: HedgeDelay | None = None
         if config.hedge_after is not None:
             self._hedge = HedgeDelay(
@@ -93,7 +94,8 @@ class RequestSender:
         self.session, self._secrets = open_session(self.config)
 
     async def close(self) -> None:
-        await self.stragglers.aclose()
+        if self.stragglers is not None:
+            await self.stragglers.aclose()
         self._rate_pacing.close()
         if self.session is not None:
             await self.session.close()
@@ -192,7 +194,8 @@ class RequestSender:
                 success = True
                 self.rate.accepted()
                 took = time.monotonic() - started
-                self.stragglers.answered(took)
+                if self.stragglers is not None:
+                    self.stragglers.answered(took)
                 if self._hedge is not None:
                     self._hedge.observe(took)
                 return status, reply.payload

@@ -23,6 +23,10 @@ its body takes; without ``MIN_ANSWERS`` answers to judge by, nothing is; nor rig
 the event loop itself was held up, when the silence may be answers not yet read. The cut spends
 the attempt like any stall, so an API that answers everyone slowly at the end still runs
 out of attempts, not into a loop.
+
+Opt-in (``resend_stragglers``), for idempotent methods only, as hedging is: the cut call
+has usually reached the provider, which bills it, so its resend pays for the call twice,
+and a POST (every model call) may act twice. Without it the sender makes no watch at all.
 """
 
 from __future__ import annotations

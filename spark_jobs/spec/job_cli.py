@@ -177,13 +177,7 @@ def _add_call_options(add: _Options) -> None:
         type=int,
         help="largest response body, decompressed; larger is a dead letter",
     )
-    add(
-        "--hedge-after",
-        metavar="SECONDS|pNN",
-        help="send a second request (idempotent methods) when the first takes this long, "
-        "or longer than this percentile of recent latencies, e.g. p95; first answer wins "
-        "(default: off)",
-    )
+    _add_resend_options(add)
     add("--cache-dir", help="response cache across runs (a path or fsspec URL; default: off)")
     add("--cache-ttl", help="how long cached answers are used: 3600, 15m, 12h, 7d")
     add(
@@ -198,6 +192,23 @@ def _add_call_options(add: _Options) -> None:
         type=int,
         help="request budget of this run (partitions claim it in chunks): once spent, the job "
         "commits a snapshot and exits with status 4; the next run resumes (default: none)",
+    )
+
+
+def _add_resend_options(add: _Options) -> None:
+    """A call sent a second time: both may be paid, so off by default, idempotent only."""
+    add(
+        "--hedge-after",
+        metavar="SECONDS|pNN",
+        help="send a second request (idempotent methods) when the first takes this long, "
+        "or longer than this percentile of recent latencies, e.g. p95; first answer wins "
+        "(default: off)",
+    )
+    add(
+        "--resend-stragglers",
+        action="store_true",
+        help="once a partition's input has ended, cut a silent call that later ones overtook "
+        "and send it again (idempotent methods; both may be paid; default: off)",
     )
 
 

@@ -30,6 +30,7 @@ HTTP_FLAGS = (
     *ATTEMPT_DEADLINE_SHARES,
     "max_response_bytes",
     "hedge_after",
+    "resend_stragglers",
     "follow_redirects",
 )
 

@@ -1,7 +1,8 @@
 """Stragglers at the end of a partition's input (``enrichers/stragglers.py``), against a
-real loopback server: once the input has ended a silent attempt that later ones overtook
-is sent again long before its read-stall deadline; before that, for a body that keeps
-arriving, and while the server answers no one, nothing is cut."""
+real loopback server: with ``resend_stragglers``, once the input has ended a silent attempt
+that later ones overtook is sent again long before its read-stall deadline; before that,
+for a body that keeps arriving, and while the server answers no one, nothing is cut.
+Without it (the default) the same silent attempt is waited for and paid once."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from aiohttp import web
 from demo.wire_faults import stall
 from spark_jobs.asyncwait import AsyncWaitOperator, Result
 from spark_jobs.enrichers import HttpEnricher, HttpEnricherConfig, default_retry_strategy
+from spark_jobs.enrichers.sender import RequestSender
 from spark_jobs.enrichers.stragglers import MIN_ANSWERS, MIN_SILENCE_S
 
 from .http_support import serve
@@ -59,7 +61,11 @@ async def enrich_all(enrich: HttpEnricher, source: AsyncIterator[dict[str, Any]]
 
 
 def config(base_url: str, **overrides: Any) -> HttpEnricherConfig:
-    settings = {"url_template": base_url + "/customers/{id}", "response_fields": {"name": "$.name"}}
+    settings = {
+        "url_template": base_url + "/customers/{id}",
+        "response_fields": {"name": "$.name"},
+        "resend_stragglers": True,
+    }
     return HttpEnricherConfig(**{**settings, **PATIENT, **overrides})
 
 
@@ -176,3 +182,46 @@ async def test_a_body_that_keeps_arriving_is_never_cut_however_long_it_takes():
             stats = enrich.stats
     assert isinstance(outputs["long"], Result) and outputs["long"].attempts == 1
     assert calls["long"] == 1 and stats["stragglers_resent"] == 0
+
+
+async def test_by_default_a_silent_attempt_is_waited_for_and_paid_once():
+    """The straggler of the first test, but without ``resend_stragglers``: no watch is
+    made, and the attempt, silent for many times the limit the watch would have cut it
+    at, is waited for until its body comes, one call."""
+    calls: Counter[str] = Counter()
+    stalled, overtaken = asyncio.Event(), asyncio.Event()
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        key = request.path.rsplit("/", 1)[1]
+        calls[key] += 1
+        if sum(calls[r["id"]] for r in LATER) == len(LATER):
+            overtaken.set()
+        if key != "slow":
+            return web.json_response({"name": key})
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)  # the headers, then silence
+        stalled.set()
+        await overtaken.wait()
+        await asyncio.sleep(8 * MIN_SILENCE_S)
+        await response.write(b'{"name": "slow"}')
+        return response
+
+    async with serve(handler) as base_url:
+        settings = config(base_url, resend_stragglers=False)
+        assert RequestSender(settings, None).stragglers is None  # no per-attempt cost
+        async with HttpEnricher(settings) as enrich:
+
+            async def source() -> AsyncIterator[dict[str, Any]]:
+                for record in [*QUICK, {"id": "slow"}]:
+                    yield record
+                await stalled.wait()  # so the later records are sent after it
+                for record in LATER:
+                    yield record
+                enrich.input_ended()
+
+            outputs = await asyncio.wait_for(enrich_all(enrich, source()), 45)
+            stats = enrich.stats
+    slow = outputs["slow"]
+    assert isinstance(slow, Result) and slow.value == {"name": "slow"} and slow.attempts == 1
+    assert calls["slow"] == 1 and stats["stragglers_resent"] == 0
+    assert stats["requests_made"] == len(QUICK) + len(LATER) + 1

@@ -67,6 +67,9 @@ def test_defaults_and_response_field_shapes():
         ({"hedge_after": "soon"}, "hedge_after"),
         ({"hedge_after": -1}, "hedge_after"),
         ({"method": "POST", "hedge_after": 0.5}, "idempotent"),
+        ({"resend_stragglers": "yes"}, "resend_stragglers"),
+        ({"method": "POST", "resend_stragglers": True}, "resend_stragglers: only idempotent"),
+        ({"method": "PATCH", "resend_stragglers": True}, "resend_stragglers: only idempotent"),
         ({"read_timeout": 0}, "read_timeout"),
         ({"connect_timeout": -1}, "connect_timeout"),
         ({"total_timeout": "5"}, "total_timeout"),
@@ -222,3 +225,4 @@ def test_the_fingerprint_covers_exactly_the_marked_fields():
     assert config(method="PUT", headers={"X-V": "2"}).fingerprint() != base.fingerprint()
     assert config(method="PUT", coalesce=False).fingerprint() == base.fingerprint()
     assert config(method="PUT", hedge_after="p90").fingerprint() == base.fingerprint()
+    assert config(method="PUT", resend_stragglers=True).fingerprint() == base.fingerprint()

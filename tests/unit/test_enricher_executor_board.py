@@ -3,6 +3,7 @@ that ended at once, a newcomer takes its share without a round of 429s, a neighb
 wants no more leaves the rest of its share, a killed task stops counting, a hostile file
 is read as nothing found, a failing one leaves each task on its own."""
 
+import logging
 import math
 import multiprocessing
 import os
@@ -10,15 +11,20 @@ import struct
 import tempfile
 
 from spark_jobs.enrichers.executor_board import FRESH_S, ExecutorBoard, open_board
+from spark_jobs.enrichers.private_dir import FOLDER_PREFIX, PrivateFolder
 from spark_jobs.enrichers.rate_control import RateController
 
 from .test_enricher_rate_control import FakeClock, FixedWindowServer, ok_per_second, simulate
 
 
+def board_in(directory):
+    return ExecutorBoard(PrivateFolder.open(directory))
+
+
 def _pair(tmp_path, clock, boards: bool):
     """Two partitions of one executor that have found their halves of a 200/s limit."""
     server = FixedWindowServer(200)
-    made = [ExecutorBoard(tmp_path) if boards else None for _ in range(2)]
+    made = [board_in(tmp_path) if boards else None for _ in range(2)]
     survivor, neighbour = (RateController(clock=clock, board=board) for board in made)
     simulate(server, [survivor, neighbour], clock, 60)
     return server, survivor, made
@@ -52,7 +58,7 @@ def test_a_newcomer_takes_its_share_and_the_others_give_way_before_any_429(tmp_p
     simulate(server, [survivor], clock, 10)
     assert survivor.ceiling_hint >= 0.9 * 200  # the share it holds: all of it
     throttled_before = server.throttled
-    newcomer = RateController(learned=200.0, clock=clock, board=ExecutorBoard(tmp_path))
+    newcomer = RateController(learned=200.0, clock=clock, board=board_in(tmp_path))
     simulate(server, [survivor], clock, 2)  # reading its input: it takes no share yet
     assert survivor.ceiling_hint >= 0.9 * 200
     newcomer.reserve()  # its first send: it joins
@@ -65,7 +71,7 @@ def test_a_newcomer_takes_its_share_and_the_others_give_way_before_any_429(tmp_p
 def test_a_neighbour_that_wants_no_more_leaves_the_rest_of_its_share(tmp_path):
     """Max-min fair: a neighbour waiting on its last records (its pace holds nothing
     back) keeps what it uses, the rest is this task's; a silent one uses nothing."""
-    mine, theirs = ExecutorBoard(tmp_path), ExecutorBoard(tmp_path)
+    mine, theirs = board_in(tmp_path), board_in(tmp_path)
     theirs.publish(100.0, 10.0, True)
     mine.publish(100.0, 10.0, True)
     mine.record_cut(100.0, 10.0)  # the wanting neighbour is taken to have cut as well
@@ -80,7 +86,7 @@ def test_a_neighbour_that_wants_no_more_leaves_the_rest_of_its_share(tmp_path):
 
 
 def _join_then_die(directory, ready, die):
-    board = ExecutorBoard(directory)
+    board = board_in(directory)
     board.publish(100.0, 10.0, True)
     ready.set()
     die.wait(60)
@@ -95,7 +101,7 @@ def test_a_killed_task_counts_no_more_once_its_worker_is_gone(tmp_path):
     worker = context.Process(target=_join_then_die, args=(tmp_path, ready, die))
     worker.start()
     assert ready.wait(60)
-    board = ExecutorBoard(tmp_path)
+    board = board_in(tmp_path)
     board.publish(100.0, 10.0, True)
     board.record_cut(100.0, 10.0)
     assert board.fair_share(10.5) == 100.0  # 200 over two
@@ -106,7 +112,7 @@ def test_a_killed_task_counts_no_more_once_its_worker_is_gone(tmp_path):
 
 
 def test_no_total_before_a_cut_nor_long_after_it(tmp_path):
-    board = ExecutorBoard(tmp_path)
+    board = board_in(tmp_path)
     board.publish(100.0, 10.0, True)
     assert board.fair_share(10.0) is None
     board.record_cut(80.0, 10.0)
@@ -115,18 +121,22 @@ def test_no_total_before_a_cut_nor_long_after_it(tmp_path):
     assert board.fair_share(100.0) is None  # 90 s after the cut: forgotten
 
 
-def test_a_hostile_board_file_is_read_as_nothing_found(tmp_path):
+def test_a_hostile_board_file_is_read_as_nothing_found(tmp_path, caplog):
     """NaN, negative and infinite numbers, a torn entry and a huge file: no share
     raised, no task stopped."""
-    (tmp_path / "board").write_bytes(
+    board_file = tmp_path / "board"
+    board_file.write_bytes(
         struct.pack("<dd", math.nan, 5.0)
         + struct.pack("<ddd", -1.0, 5.0, 0.0)
         + struct.pack("<ddd", math.inf, 5.0, 0.0)
         + b"\x00" * 7
     )
-    board = ExecutorBoard(tmp_path)
-    assert board.fair_share(5.0) is None
-    (tmp_path / "board").write_bytes(struct.pack("<dd", 1e6, 5.0) + b"\xff" * (2 << 20))
+    board_file.chmod(0o600)  # the user's own file: read, not replaced
+    board = board_in(tmp_path)
+    with caplog.at_level(logging.WARNING):
+        assert board.fair_share(5.0) is None
+    assert [str(board_file) in r.getMessage() for r in caplog.records] == [True]  # once
+    board_file.write_bytes(struct.pack("<dd", 1e6, 5.0) + b"\xff" * (2 << 20))
     assert board.fair_share(5.0) is None  # 0xff..: NaNs, and no entry counts
     board.publish(10.0, 5.0, True)
     assert board.fair_share(5.0) == 1e6
@@ -135,9 +145,10 @@ def test_a_hostile_board_file_is_read_as_nothing_found(tmp_path):
 
 def test_an_unusable_folder_or_a_failing_file_leaves_each_task_on_its_own(tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    (tmp_path / "resumable-enrichment-rate").write_text("a file where the folder goes")
+    monkeypatch.delenv("SPARK_LOCAL_DIRS", raising=False)
+    (tmp_path / f"{FOLDER_PREFIX}{os.getuid()}").write_text("a file where the folder goes")
     assert open_board("api") is None
-    board = ExecutorBoard(tmp_path / "board-folder")
+    board = board_in(tmp_path / "board-folder")
     os.close(board._fd)  # the file fails under it (a closed descriptor: EBADF)
     board.publish(100.0, 5.0, True)
     board.record_cut(100.0, 5.0)

@@ -44,6 +44,19 @@ def test_an_attempt_deadline_that_leaves_no_room_for_a_retry_is_refused():
         parse_args([*REQUIRED, "--total-timeout", "40"])
 
 
+def test_straggler_resends_are_off_unless_the_flag_or_the_spec_file_asks(tmp_path):
+    assert parse_args(REQUIRED).http_config().resend_stragglers is False
+    assert parse_args([*REQUIRED, "--resend-stragglers"]).http_config().resend_stragglers
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text("http:\n  resend_stragglers: true\n")
+    assert parse_args([*REQUIRED, "--spec", str(spec_file)]).http_config().resend_stragglers
+
+
+def test_straggler_resends_of_a_post_are_refused_naming_the_option():
+    with pytest.raises(SpecError, match=r"http: resend_stragglers: only idempotent.*POST"):
+        parse_args([*REQUIRED, "--method", "POST", "--resend-stragglers"])
+
+
 @pytest.mark.parametrize(
     ("flags", "option"),
     [(["--hedge-after", "soon"], "hedge_after"), (["--max-response-bytes", "0"], "max_response")],

@@ -517,6 +517,8 @@ def test_a_model_spec_takes_its_columns_from_the_schema_and_posts():
     [
         (("--max-cost", "5"), None, "--max-cost: needs model.price_input/output_per_million"),
         (("--method", "GET"), None, "POST"),
+        (("--resend-stragglers",), None, "http: resend_stragglers: only idempotent methods"),
+        (("--hedge-after", "p95"), None, "http: hedge_after: only idempotent methods"),
         ((), {"model": "m"}, "--model: model: prompt required"),
         (("--response-field", "x=$.x"), None, "--response-field: a model run's columns"),
     ],
