@@ -29,9 +29,9 @@ from .errors import (
     default_retry_strategy,
     is_retryable,
     is_throttled,
-    parse_retry_after,
 )
 from .http import HttpEnricher
+from .rate_headers import parse_retry_after
 from .request_budget import RequestBudget
 from .response_field import ResponseField
 from .secrets import Secret, SecretError, read_token

@@ -11,10 +11,6 @@ never include request headers, which is where the bearer token travels.
 
 from __future__ import annotations
 
-import datetime
-import email.utils
-import math
-import time
 from collections.abc import Callable
 
 import aiohttp
@@ -147,30 +143,6 @@ def default_retry_strategy(
         retry_on_exception=is_retryable,
         is_throttled=is_throttled,
     )
-
-
-def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header: delay-seconds or an HTTP-date.
-
-    Returns None for an absent or unparsable header (the backoff then applies alone) and
-    0 for a date in the past. ``now`` (a Unix time) is for tests.
-    """
-    if value is None:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        pass
-    else:
-        return max(0.0, seconds) if math.isfinite(seconds) else None
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:  # "-0000" (zone unknown): RFC 9110 dates are GMT anyway
-        when = when.replace(tzinfo=datetime.UTC)
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 def snippet(body: bytes, redact: Callable[[str], str]) -> str:

@@ -22,6 +22,7 @@ silly value can pause a partition for a while, never forever.
 from __future__ import annotations
 
 import datetime
+import email.utils
 import math
 import re
 import time
@@ -146,6 +147,54 @@ def token_quotas(headers: Mapping[str, str], now: float | None = None) -> dict[s
         if quota.limit is not None or quota.remaining is not None:
             found[kind] = quota
     return found
+
+
+def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header: delay-seconds or an HTTP-date.
+
+    Returns None for an absent or unparsable header (the backoff then applies alone) and
+    0 for a date in the past. ``now`` (a Unix time) is for tests.
+    """
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        pass
+    else:
+        return max(0.0, seconds) if math.isfinite(seconds) else None
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # "-0000" (zone unknown): RFC 9110 dates are GMT anyway
+        when = when.replace(tzinfo=datetime.UTC)
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+_TRY_AGAIN = re.compile(
+    rb"(?:try again in|retry after) (\d+(?:\.\d+)?) ?(ms|milliseconds?|s|seconds?)\b", re.I
+)
+_BODY_HINT_BYTES = 2048
+"""How much of a throttled answer's body is searched for its "try again in"."""
+
+
+def retry_delay(headers: Mapping[str, str], body: bytes) -> float | None:
+    """How long a throttled answer asks the client to wait, in seconds, capped at
+    ``MAX_RESET_S``: Azure's ``retry-after-ms``, else ``Retry-After``, else the text of the
+    body (OpenAI's 429: "Please try again in 287ms.", Azure's "Please retry after 3
+    seconds"), which often comes without either header. None when none says."""
+    seconds = parse_number(headers.get("retry-after-ms"))
+    if seconds is not None:
+        seconds /= 1000.0
+    else:
+        seconds = parse_retry_after(headers.get("Retry-After"))
+    if seconds is None:
+        match = _TRY_AGAIN.search(body[:_BODY_HINT_BYTES])
+        if match is not None:
+            seconds = float(match[1]) / (1000.0 if match[2].lower().startswith(b"m") else 1.0)
+    return None if seconds is None else min(seconds, MAX_RESET_S)
 
 
 def _parameters(value: str | None) -> dict[str, str]:

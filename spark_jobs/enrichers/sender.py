@@ -31,11 +31,10 @@ from .errors import (
     ServerError,
     ThrottledError,
     TransportError,
-    parse_retry_after,
     snippet,
 )
 from .hedging import HedgeDelay, race
-from .rate_headers import QuotaHint, quota_hint
+from .rate_headers import QuotaHint, quota_hint, retry_delay
 from .rate_limit import AdaptiveConcurrency
 from .rate_pacing import RatePacing
 from .redirects import REDIRECT_STATUSES, Hop, RedirectRefused, next_hop
@@ -289,7 +288,7 @@ class RequestSender:
         else:
             body = snippet(reply.payload, self.redact)
             message = self.redact(f"HTTP {status} from {method} {url}: {body!r}")
-        retry_after = parse_retry_after(reply.retry_after)
+        retry_after = retry_delay(reply.headers, reply.payload)
         if status == 429 or (status == 503 and retry_after is not None):
             if status == 429:
                 self.throttled += 1

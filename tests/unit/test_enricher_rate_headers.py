@@ -11,6 +11,7 @@ from spark_jobs.enrichers.rate_headers import (
     QuotaHint,
     parse_duration,
     quota_hint,
+    retry_delay,
 )
 
 
@@ -143,3 +144,26 @@ def test_any_header_text_gives_a_bounded_hint_or_none(headers):
         assert 0 <= hint.reset_s <= MAX_RESET_S
     if hint is not None and hint.policy_rate is not None:
         assert hint.policy_rate >= 0
+
+
+@pytest.mark.parametrize(
+    ("headers", "body", "seconds"),
+    [
+        ({"retry-after-ms": "1500", "Retry-After": "2"}, b"", 1.5),  # Azure: ms first
+        ({"Retry-After": "2"}, b"Please try again in 287ms.", 2.0),
+        ({}, b'{"error": {"message": "... Please try again in 287ms. Visit"}}', 0.287),
+        ({}, b'{"error": {"message": "Please try again in 1.5s."}}', 1.5),
+        ({}, b'{"error": {"code": "429", "message": "Please retry after 3 seconds."}}', 3.0),
+        ({}, b"Please try again in 99999s", MAX_RESET_S),  # hostile: capped
+        ({"retry-after-ms": "-5"}, b"", None),
+        ({}, b"slow down", None),
+    ],
+)
+def test_a_throttled_answer_s_wait_from_headers_or_the_provider_s_words(headers, body, seconds):
+    assert retry_delay(CIMultiDict(headers), body) == (
+        None if seconds is None else pytest.approx(seconds)
+    )
+
+
+def test_the_body_is_searched_only_near_its_start():
+    assert retry_delay(CIMultiDict(), b"x" * 10_000 + b"try again in 1s") is None
