@@ -81,8 +81,12 @@ def main(argv: list[str] | None = None) -> int:
             "require_all_responses": False,
         },
     )
-    rows = [json.loads(line) for path in sorted(Path(args.input).glob("*.jsonl")) for line in
-            path.read_text().splitlines() if line]
+    rows = [
+        json.loads(line)
+        for path in sorted(Path(args.input).glob("*.jsonl"))
+        for line in path.read_text().splitlines()
+        if line
+    ]
     answers = classify(rows, working_dir=args.cache_dir)
     answers.dataset.to_parquet(args.output)
     return 0

@@ -7,9 +7,13 @@ is Daft's default, and the endpoint, like most OpenAI-compatible servers, serves
 --calls-in-flight C --attempts A`` runs in the benchmark environment (Daft is not one of
 the project's dependencies).
 
-Daft's native runner, one process. The same calls in flight as the job's in all:
-``concurrency=C`` is the number of the prompt's coroutines at once (Daft's
-``max_concurrency`` for an async function). Daft knows no rate limit: the OpenAI client it
+Daft's native runner, one process. The same calls in flight as the job's in all, ``C``:
+``concurrency=C`` (Daft's ``max_concurrency`` for an async function) holds only across
+morsels, and a morsel's rows are all sent at once (``asyncio.gather``), so the morsel is
+``C`` rows too. With Daft's default morsel (131 072 rows) every record of the benchmark is
+sent at once whatever ``concurrency`` says (96 records: all 96 calls within 10 ms, with
+``concurrency`` 2 or 16; with 8-row morsels, about 3 and 17 in flight). Daft knows no
+rate limit: the OpenAI client it
 builds retries a 429 after ``Retry-After`` (``max_retries``, ``A`` - 1 of them: the
 recipe's attempts), and a row whose attempts run out is kept with a null answer
 (``on_error="log"``) instead of failing the run. The answer schema goes as
@@ -40,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     from daft.functions import format
     from daft.functions.ai import prompt
 
+    daft.set_execution_config(default_morsel_size=args.calls_in_flight)
     body = chat_body(args.body)
     before, after = body.prompt.split("{title}")
     provider = OpenAIProvider(name="bench-model", base_url=args.base_url, api_key=API_KEY)
