@@ -366,6 +366,9 @@ class Contender:
     resumes: bool
     """Whether a run killed at half is run again (``KILL``): for a contender that keeps what
     it was paid for, and for the recipe, to show what keeping nothing costs."""
+    log: str | None = None
+    """A log under its work folder (a glob) whose end a failure is reported with: where a
+    contender writes why its calls fail (Curator: only to its cache's log)."""
 
 
 CONTENDERS: dict[str, Contender] = {
@@ -382,6 +385,7 @@ CONTENDERS: dict[str, Contender] = {
         curator_command,
         (curator_python, "bespokelabs.curator", "bench-venv-curator"),
         True,
+        "curator-cache/*/curator.log",
     ),
 }
 """By the names ``BENCH_MODEL_CONTENDERS`` takes (comma-separated; all by default, and only
@@ -434,7 +438,9 @@ def measure(contender: Contender, work: Path, inputs: Path) -> dict[str, Any]:
         try:
             seconds = run_once(build(work, url, inputs))
         except RuntimeError as failure:
-            return {"failed": str(failure)[-600:], **limit_use(control)}
+            logs = sorted(work.glob(contender.log)) if contender.log else []
+            said = {"log": logs[-1].read_text()[-1500:]} if logs else {}
+            return {"failed": str(failure)[-600:], **said, **limit_use(control)}
         measured: dict[str, Any] = {"seconds": round(seconds, 1)}
         measured["records_per_s"] = round(RECORDS / seconds, 2)
         measured["dead_letters"] = dead_letters(work)
