@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     body = chat_body(args.body)
     template = body.prompt
 
-    class Classify(curator.LLM):  # type: ignore[misc]
+    class Classify(curator.LLM):
         def prompt(self, row: dict[str, Any]) -> str:
             return template.replace("{title}", row["title"])
 

@@ -25,11 +25,16 @@ once half the records are paid for, and once more to the end: the prompts the se
 run paid again, and the records/s of both runs (``BENCH_MODEL_KILL=0`` skips this).
 
 Ray Data's ``HttpRequestProcessorConfig`` (``ray.data.llm``, ``benchmarks/model_ray.py``)
-runs third, in the benchmark environment (``make bench-venv``; skipped, saying why, when
-it cannot import ``ray.data.llm``): the same records, body and calls in flight, Ray's
-``qps`` at the request limit, 5 attempts (more where its backoff would give up within a
-window: ``ray_retries``), and Ray Data's checkpointing for the rerun
-after the kill. Results go to ``benchmarks/results/model_endpoint.json``.
+runs third, in the benchmark environment (``make bench-venv``): the same records, body
+and calls in flight, Ray's ``qps`` at the request limit, 5 attempts (more where its
+backoff would give up within a window: ``ray_retries``), and Ray Data's checkpointing for
+the rerun after the kill. Daft's ``prompt()`` (``benchmarks/model_daft.py``, the same
+environment) and Bespoke Curator (``benchmarks/model_curator.py``, ``make
+bench-venv-curator``) follow, each given the endpoint's base URL, and Curator its limits
+per minute, from here (``daft_command``, ``curator_command``). A contender whose
+environment cannot import it is reported as ``not installed: <reason>``. The kill is run
+for those that resume (and the recipe): not for Daft, which keeps nothing. Results go to
+``benchmarks/results/model_endpoint.json``.
 """
 
 from __future__ import annotations
