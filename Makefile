@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 COMPOSE ?= docker compose
 
-.PHONY: install jvm-archive test test-extended test-unit test-under-load chaos lint dist demo demo-model bench bench-operator bench-http bench-reliability bench-model bench-venv bench-peers bench-resume bench-scale constraints up down clean
+.PHONY: install jvm-archive test test-extended test-unit test-under-load chaos lint dist demo demo-model bench bench-operator bench-http bench-reliability bench-model bench-venv bench-venv-curator bench-peers bench-resume bench-scale constraints up down clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -100,23 +100,36 @@ bench-reliability: $(STAMP)
 	$(PY) -m benchmarks.reliability
 
 # The model-endpoint enricher against a token-limited demo endpoint, beside the
-# mapInArrow + aiohttp recipe and Ray Data's HTTP processor (docs/performance.md,
-# "Model endpoints"); about thirteen minutes.
+# mapInArrow + aiohttp recipe, Ray Data's HTTP processor, Daft's prompt() and Bespoke
+# Curator (docs/performance.md, "Model endpoints"); BENCH_MODEL_CONTENDERS picks them.
 bench-model: jvm-archive
 	-$(MAKE) --no-print-directory bench-venv
+	-$(MAKE) --no-print-directory bench-venv-curator
 	$(PY) -m benchmarks.model_endpoint
 
-# The benchmark-only environment: Ray Data (a peer), matplotlib (plots), py-spy (profiles).
-# Never part of requirements.txt; when it cannot be built the Ray cells are skipped.
+# The benchmark-only environment: Ray Data and Daft (peers), matplotlib (plots), py-spy
+# (profiles). Never part of requirements.txt; when it cannot be built the Ray and Daft
+# cells say so.
 BENCH_VENV := .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed
-$(BENCH_STAMP): benchmarks/requirements-ray.txt
+$(BENCH_STAMP): benchmarks/requirements-bench.txt
 	$(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/pip install --quiet --upgrade pip wheel
-	$(BENCH_VENV)/bin/pip install --quiet -r benchmarks/requirements-ray.txt
+	$(BENCH_VENV)/bin/pip install --quiet -r benchmarks/requirements-bench.txt
 	touch $(BENCH_STAMP)
 
 bench-venv: $(BENCH_STAMP)
+
+# Bespoke Curator's own environment: its pins clash with Ray Data's.
+CURATOR_VENV := .venv-curator
+CURATOR_STAMP := $(CURATOR_VENV)/.installed
+$(CURATOR_STAMP): benchmarks/requirements-curator.txt
+	$(PYTHON) -m venv $(CURATOR_VENV)
+	$(CURATOR_VENV)/bin/pip install --quiet --upgrade pip wheel
+	$(CURATOR_VENV)/bin/pip install --quiet -r benchmarks/requirements-curator.txt
+	touch $(CURATOR_STAMP)
+
+bench-venv-curator: $(CURATOR_STAMP)
 
 # This job beside what users would write instead, on the same Spark, input and API
 # (docs/performance.md, "Against the peers"). Sizes: BENCH_RECORDS, BENCH_SLOW_SECONDS,

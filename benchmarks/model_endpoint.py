@@ -25,11 +25,16 @@ once half the records are paid for, and once more to the end: the prompts the se
 run paid again, and the records/s of both runs (``BENCH_MODEL_KILL=0`` skips this).
 
 Ray Data's ``HttpRequestProcessorConfig`` (``ray.data.llm``, ``benchmarks/model_ray.py``)
-runs third, in the benchmark environment (``make bench-venv``; skipped, saying why, when
-it cannot import ``ray.data.llm``): the same records, body and calls in flight, Ray's
-``qps`` at the request limit, 5 attempts (more where its backoff would give up within a
-window: ``ray_retries``), and Ray Data's checkpointing for the rerun
-after the kill. Results go to ``benchmarks/results/model_endpoint.json``.
+runs third, in the benchmark environment (``make bench-venv``): the same records, body
+and calls in flight, Ray's ``qps`` at the request limit, 5 attempts (more where its
+backoff would give up within a window: ``ray_retries``), and Ray Data's checkpointing for
+the rerun after the kill. Daft's ``prompt()`` (``benchmarks/model_daft.py``, the same
+environment) and Bespoke Curator (``benchmarks/model_curator.py``, ``make
+bench-venv-curator``) follow, each given the endpoint's base URL, and Curator its limits
+per minute, from here (``daft_command``, ``curator_command``). A contender whose
+environment cannot import it is reported as ``not installed: <reason>``. The kill is run
+for those that resume (and the recipe): not for Daft, which keeps nothing. Results go to
+``benchmarks/results/model_endpoint.json``.
 """
 
 from __future__ import annotations
@@ -46,14 +51,16 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 import yaml
 
+from benchmarks.model_recipe import ATTEMPTS
 from benchmarks.peers.measure import TreeSampler
-from benchmarks.peers.run import bench_python
+from benchmarks.peers.run import REPO, bench_python, setting
 from spark_jobs.driver.class_archive import class_archive
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,7 +76,10 @@ TOKENS = int(os.environ.get("BENCH_MODEL_TOKENS", "3000"))
 REQUESTS = int(os.environ.get("BENCH_MODEL_REQUESTS", "300"))
 RECORDS = int(os.environ.get("BENCH_MODEL_RECORDS", "1500"))
 KILL = os.environ.get("BENCH_MODEL_KILL", "1") == "1"
-"""Also kill each run at half its records and run it again (two more Spark runs)."""
+"""Also kill each run that can resume at half its records and run it again."""
+TIMEOUT_S = float(os.environ.get("BENCH_MODEL_TIMEOUT_S", "900"))
+"""A run still going after this is killed and reported as failed (a contender that
+retries without end, or hangs on an answer it cannot read, still ends the benchmark)."""
 ALIGN = os.environ.get("BENCH_MODEL_ALIGN", "1") == "1"
 """The endpoint's first window opens at the first call (else at the endpoint's start)."""
 LATENCY_S = 0.3
@@ -109,6 +119,8 @@ def limit_use(control: str) -> dict[str, Any]:
     whole windows after the first one with a call."""
     with urllib.request.urlopen(control + "/timeline") as answer:
         calls = json.load(answer)["calls"]
+    if not calls:
+        return {"calls": 0}
     admitted = [(call["at"], call["tokens"]) for call in calls if call["admitted"]]
     first = math.floor(calls[0]["at"] / WINDOW_S) + 1
     last = math.floor(calls[-1]["at"] / WINDOW_S)  # the window of the last call is partial
@@ -183,7 +195,7 @@ def chat_body() -> dict[str, Any]:
 def recipe_command(work: Path, url: str, inputs: Path) -> list[str]:
     """The recipe over the same input, prompt and schema."""
     command = [sys.executable, "-m", "benchmarks.model_recipe", "--url", url + "/chat/completions"]
-    command += ["--input", str(inputs), "--output", str(work / "recipe")]
+    command += ["--input", str(inputs), "--output", str(work / "answers")]
     return [*command, "--body", json.dumps(chat_body()), "--capacity", str(CAPACITY)]
 
 
@@ -206,6 +218,32 @@ def ray_retries() -> int:
     return max(4, spanning_a_window)
 
 
+def daft_command(work: Path, url: str, inputs: Path) -> list[str]:
+    """Daft's ``prompt()`` over the same input and body, the same calls in flight in all,
+    the recipe's attempts; in the benchmark environment."""
+    command = [bench_python(), "-m", "benchmarks.model_daft", "--base-url", url]
+    command += ["--input", str(inputs), "--output", str(work / "answers")]
+    command += ["--body", json.dumps(chat_body()), "--calls-in-flight", str(2 * CAPACITY)]
+    return [*command, "--attempts", str(ATTEMPTS)]
+
+
+def curator_command(work: Path, url: str, inputs: Path) -> list[str]:
+    """Bespoke Curator over the same input and body, the same calls in flight in all, its
+    limiter given the endpoint's limits per minute; its cache under ``work``, so a rerun
+    after a kill resumes and every run starts from an empty one."""
+    command = [curator_python(), "-m", "benchmarks.model_curator", "--base-url", url]
+    command += ["--input", str(inputs), "--output", str(work / "answers")]
+    command += ["--body", json.dumps(chat_body()), "--calls-in-flight", str(2 * CAPACITY)]
+    per_minute = 60 / WINDOW_S
+    command += ["--requests-per-minute", str(math.floor(REQUESTS * per_minute))]
+    command += ["--tokens-per-minute", str(math.floor(TOKENS * per_minute))]
+    return [*command, "--cache-dir", str(work / "curator-cache")]
+
+
+def curator_python() -> str:
+    return setting("BENCH_CURATOR_PYTHON", str(REPO / ".venv-curator" / "bin" / "python"))
+
+
 def jvm_class_archive() -> str:
     """Whether the job's driver JVM maps its class archive (``make bench-model`` writes it
     first), or its runs write it as they end."""
@@ -215,33 +253,50 @@ def jvm_class_archive() -> str:
     return "mapped" if archive.writing is None else "written by the first run"
 
 
-def ray_llm_missing() -> str | None:
-    """Why Ray Data's HTTP processor cannot run here, or None."""
-    python = bench_python()
+def not_installed(python: str, module: str, target: str) -> str | None:
+    """Why ``python`` cannot import ``module`` (the contender is not installed), or None."""
     if not Path(python).exists():
-        return f"no benchmark environment at {python} (make bench-venv builds it)"
-    check = subprocess.run(
-        [python, "-c", "import ray.data.llm"], capture_output=True, text=True, check=False
-    )
+        return f"no environment at {python} (make {target} builds it)"
+    check = subprocess.run([python, "-c", f"import {module}"], capture_output=True, text=True)
     if check.returncode:
-        return f"{python} cannot import ray.data.llm: {check.stderr.strip().splitlines()[-1]}"
+        lines = check.stderr.strip().splitlines() or [f"exit {check.returncode}"]
+        return f"{python} cannot import {module}: {lines[-1]}"
     return None
 
 
 def dead_letters(work: Path) -> int:
     if (work / "ray").exists():
         return 0  # Ray's HTTP processor fails the run instead of keeping a failed row
-    if (work / "recipe").exists():
-        return sum(1 for r in pq.read_table(work / "recipe").to_pylist() if r["error"])
+    if (work / "answers").exists():
+        return unanswered(pq.read_table(work / "answers").column("answer").to_pylist(), RECORDS)
     return int(json.loads((work / "out" / "_SUMMARY.json").read_text())["dead_letters"])
 
 
+def unanswered(answers: list[Any], records: int) -> int:
+    """Records without an answer: a null answer (the recipe's and Daft's failed rows) or
+    no row at all (Curator leaves a row whose retries ran out out)."""
+    return records - sum(1 for answer in answers if answer is not None)
+
+
 def run_once(command: list[str]) -> float:
-    """Run to the end; its wall time."""
+    """Run to the end, or for ``TIMEOUT_S`` at most; its wall time."""
     started = time.monotonic()
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(done.stdout[-3000:] + done.stderr[-3000:])
+    process = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        output, _ = process.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
+        raise RuntimeError(f"killed after {TIMEOUT_S:g} s: {output[-3000:]}") from None
+    if process.returncode != 0:
+        raise RuntimeError(output[-6000:])
     return time.monotonic() - started
 
 
@@ -271,11 +326,13 @@ def kill_at_half_and_rerun(command: list[str], control: str) -> dict[str, Any]:
     process.wait(timeout=60)
     seconds = time.monotonic() - started + run_once(command)
     stats = _stats(control)
+    with urllib.request.urlopen(control + "/calls") as answer:
+        calls_by_prompt = json.load(answer)
     return {
         "seconds_both_runs": round(seconds, 1),
         "records_per_s_both_runs": round(RECORDS / seconds, 2),
         "prompts_paid_at_kill": paid_at_kill,
-        "prompts_paid_again": stats["prompts_paid_twice"],
+        "prompts_paid_again": record_prompts_paid_again(calls_by_prompt),
         "calls_beyond_one_per_record": stats["requests"] - stats.get("throttled", 0) - RECORDS,
     }
 
@@ -285,17 +342,59 @@ def _stats(control: str) -> dict[str, Any]:
         return dict(json.load(answer))
 
 
+RECORD_PROMPT = re.compile(r"message number \d+")
+"""What marks a record's prompt (``write_input``'s titles), in whatever form a contender
+sends the message."""
+
+
+def record_prompts_paid_again(calls_by_prompt: dict[str, int]) -> int:
+    """Records' prompts answered more than once. A framework's own calls (Curator's
+    rate-limit probe and structured-output check, sent by each run) are no record's."""
+    return sum(
+        1 for prompt, calls in calls_by_prompt.items() if calls > 1 and RECORD_PROMPT.search(prompt)
+    )
+
+
 Command = Callable[[Path, str, Path], list[str]]
 """A contender's command line, given its work folder, the endpoint's URL and the input."""
-RAY = "Ray Data (ray.data.llm)"
-CONTENDERS: dict[str, tuple[str, Command]] = {
-    "job": ("enrich_job", job_command),
-    "recipe": ("mapInArrow recipe", recipe_command),
-    "ray": (RAY, ray_command),
+
+
+@dataclass(frozen=True)
+class Contender:
+    name: str
+    """The name it is reported under."""
+    command: Command
+    installed_in: tuple[Callable[[], str], str, str] | None
+    """Where it runs when not in the project's environment: that environment's Python, the
+    module whose import says the contender is installed there, the make target that
+    builds it."""
+    resumes: bool
+    """Whether a run killed at half is run again (``KILL``): for a contender that keeps what
+    it was paid for, and for the recipe, to show what keeping nothing costs."""
+    log: str | None = None
+    """A log under its work folder (a glob) whose end a failure is reported with: where a
+    contender writes why its calls fail (Curator: only to its cache's log)."""
+
+
+CONTENDERS: dict[str, Contender] = {
+    "job": Contender("enrich_job", job_command, None, True),
+    "recipe": Contender("mapInArrow recipe", recipe_command, None, True),
+    "ray": Contender(
+        "Ray Data (ray.data.llm)", ray_command, (bench_python, "ray.data.llm", "bench-venv"), True
+    ),
+    "daft": Contender(
+        "Daft prompt()", daft_command, (bench_python, "daft.functions.ai", "bench-venv"), False
+    ),
+    "curator": Contender(
+        "Bespoke Curator",
+        curator_command,
+        (curator_python, "bespokelabs.curator", "bench-venv-curator"),
+        True,
+        "curator-cache/*/curator.log",
+    ),
 }
-"""By the names ``BENCH_MODEL_CONTENDERS`` takes (comma-separated; all three by default,
-and only a run of all three is written to ``RESULTS``): the name they are reported
-under, and their command."""
+"""By the names ``BENCH_MODEL_CONTENDERS`` takes (comma-separated; all by default, and only
+a run of all is written to ``RESULTS``)."""
 CHOSEN = os.environ.get("BENCH_MODEL_CONTENDERS", ",".join(CONTENDERS)).split(",")
 
 
@@ -314,36 +413,46 @@ def main() -> int:
     }
     if unknown := set(CHOSEN) - set(CONTENDERS):
         raise SystemExit(f"BENCH_MODEL_CONTENDERS: no {sorted(unknown)}; from {list(CONTENDERS)}")
-    contenders = dict(CONTENDERS[chosen] for chosen in CHOSEN)
-    if RAY in contenders and (reason := ray_llm_missing()):
-        print(f"Ray Data: skipped: {reason}", flush=True)
-        results["ray_data_llm_skipped"] = reason
-        del contenders[RAY]
     with tempfile.TemporaryDirectory() as temp:
         inputs = write_input(Path(temp) / "in")
-        for name, build in contenders.items():
-            work = Path(temp) / re.sub(r"\W+", "_", name)
-            results[name] = measure(build, work, inputs)
-            print(name, json.dumps(results[name], sort_keys=True), flush=True)
+        for contender in (CONTENDERS[chosen] for chosen in CHOSEN):
+            work = Path(temp) / re.sub(r"\W+", "_", contender.name)
+            results[contender.name] = run_contender(contender, work, inputs)
+            print(contender.name, json.dumps(results[contender.name], sort_keys=True), flush=True)
     if set(CHOSEN) == set(CONTENDERS):
         RESULTS.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
     print(table(results))
     return 0
 
 
-def measure(build: Command, work: Path, inputs: Path) -> dict[str, Any]:
-    """One contender: an unbroken run, then (``KILL``) a run killed at half and rerun. A
-    run that fails (Ray's, once a row's retries run out) is reported, not measured."""
+def run_contender(contender: Contender, work: Path, inputs: Path) -> dict[str, Any]:
+    """A contender measured, or why it could not be (reported, never skipped in silence)."""
+    if contender.installed_in:
+        python, module, target = contender.installed_in
+        if reason := not_installed(python(), module, target):
+            return {"not_installed": reason}
+    return measure(contender, work, inputs)
+
+
+def measure(contender: Contender, work: Path, inputs: Path) -> dict[str, Any]:
+    """One contender: an unbroken run, then (``KILL``, and it resumes) a run killed at half
+    and rerun. A run that fails (Ray's, once a row's retries run out) is reported, not
+    measured."""
+    build = contender.command
     with endpoint() as (url, control):
         try:
             seconds = run_once(build(work, url, inputs))
         except RuntimeError as failure:
-            return {"failed": str(failure)[-600:], **limit_use(control)}
+            logs = sorted(work.glob(contender.log)) if contender.log else []
+            said = {"log": logs[-1].read_text()[-1500:]} if logs else {}
+            return {"failed": str(failure)[-600:], **said, **limit_use(control)}
         measured: dict[str, Any] = {"seconds": round(seconds, 1)}
         measured["records_per_s"] = round(RECORDS / seconds, 2)
         measured["dead_letters"] = dead_letters(work)
         measured.update(limit_use(control))
-    if KILL:
+    if KILL and not contender.resumes:
+        measured["kill_at_half"] = "not run: it keeps nothing between runs"
+    elif KILL:
         with endpoint() as (url, control):
             measured["kill_at_half"] = kill_at_half_and_rerun(
                 build(work / "killed", url, inputs), control
@@ -358,22 +467,30 @@ def table(results: dict[str, Any]) -> str:
         "records/s, killed at 50 % and run again |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for name, _ in CONTENDERS.values():
-        if name not in results:
-            continue
-        r = results[name]
-        if "failed" in r:
-            rows.append(f"| {name} | the run failed | | | {r['share_429'] * 100:.1f} % | | | |")
-            continue
-        killed = r.get("kill_at_half", {})
+    for name in (contender.name for contender in CONTENDERS.values()):
+        r = results.get(name, {})
+        if "not_installed" in r:
+            rows.append(f"| {name} | not installed: {r['not_installed']} | | | | | | |")
+        elif "failed" in r:
+            share = f"{r['share_429'] * 100:.1f} %" if "share_429" in r else "no call"
+            rows.append(f"| {name} | the run failed | | | {share} | | | |")
+        elif r:
+            rows.append(measured_row(name, r))
+    return "\n".join(rows)
+
+
+def measured_row(name: str, r: dict[str, Any]) -> str:
+    killed = r.get("kill_at_half", {})
+    if isinstance(killed, str):  # not run, and why
+        again = both = killed
+    else:
         again = killed.get("prompts_paid_again", "not run")
         both = killed.get("records_per_s_both_runs", "not run")
-        rows.append(
-            f"| {name} | {r['records_per_s']} | {r['records_per_s_calling']} | "
-            f"{r['token_limit_used']} | "
-            f"{r['share_429'] * 100:.1f} % | {r['dead_letters']} | {again} | {both} |"
-        )
-    return "\n".join(rows)
+    return (
+        f"| {name} | {r['records_per_s']} | {r['records_per_s_calling']} | "
+        f"{r['token_limit_used']} | "
+        f"{r['share_429'] * 100:.1f} % | {r['dead_letters']} | {again} | {both} |"
+    )
 
 
 if __name__ == "__main__":
