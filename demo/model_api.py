@@ -159,6 +159,8 @@ class ModelApi:
         self.stats["completion_tokens"] += completion
         names = ("input_tokens", "output_tokens") if api == "messages" else _OPENAI_USAGE
         document["usage"] = dict(zip(names, (tokens, completion), strict=True))
+        if api != "messages":  # OpenAI's usage always carries the sum too
+            document["usage"]["total_tokens"] = tokens + completion
         return 200, document, headers
 
     def _refused(
@@ -236,11 +238,20 @@ STATE: web.AppKey[ModelApi] = web.AppKey("model_api")
 def _prompt_text(api: str, body: Mapping[str, Any]) -> str:
     if api == "embeddings":
         return str(body.get("input", ""))
-    parts = [str(body.get("system") or "")]
+    parts = [_content_text(body.get("system"))]
     for message in body.get("messages") or []:
         if isinstance(message, Mapping):
-            parts.append(str(message.get("content") or ""))
+            parts.append(_content_text(message.get("content")))
     return "\n".join(p for p in parts if p)
+
+
+def _content_text(content: Any) -> str:
+    """A message's text: a string, or the text parts of a list of content parts (both
+    OpenAI and Anthropic accept ``[{"type": "text", "text": ...}]``), as providers count."""
+    if isinstance(content, list):
+        texts = (p.get("text") for p in content if isinstance(p, Mapping))
+        return "\n".join(t for t in texts if isinstance(t, str))
+    return str(content or "")
 
 
 def build_app(api: ModelApi) -> web.Application:

@@ -332,3 +332,15 @@ async def test_a_self_hosted_server_with_a_bounded_queue_answers_503_beyond_it()
     refused = next(body for status, body, _ in answers if status == 503)
     assert refused["error"]["type"] == "unavailable_error"
     assert api.stats["unavailable"] == 4 and api.by_status[503] == 4
+
+
+async def test_content_parts_count_as_their_text_and_usage_carries_the_total():
+    """Clients that send a message as content parts (Daft does) are charged its text, as
+    providers count, and OpenAI's usage carries ``total_tokens`` (Curator reads it)."""
+    parts = [{"type": "text", "text": PROMPT}]
+    body = {"model": "m", "messages": [{"role": "user", "content": parts}], "max_tokens": 20}
+    async with serving(OpenAIProfile()) as (post, _):
+        status, answer, _ = await post("/v1/chat/completions", body)
+    usage = answer["usage"]
+    assert status == 200 and usage["prompt_tokens"] == PROMPT_TOKENS
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
