@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 COMPOSE ?= docker compose
 
-.PHONY: install jvm-archive test test-extended test-unit test-under-load chaos lint dist demo demo-model bench bench-operator bench-http bench-reliability bench-model bench-venv bench-venv-curator bench-peers bench-resume bench-scale constraints up down clean
+.PHONY: install jvm-archive test test-extended test-unit test-under-load chaos lint dist demo demo-model bench bench-operator bench-http bench-reliability bench-providers bench-model bench-venv bench-venv-curator bench-peers bench-resume bench-scale constraints up down clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -102,6 +102,11 @@ bench-reliability: $(STAMP)
 # The model-endpoint enricher against a token-limited demo endpoint, beside the
 # mapInArrow + aiohttp recipe, Ray Data's HTTP processor, Daft's prompt() and Bespoke
 # Curator (docs/performance.md, "Model endpoints"); BENCH_MODEL_CONTENDERS picks them.
+# The model pacing against each provider's emulator (OpenAI, Azure, Anthropic): share of
+# the binding limit used, 429s, dead letters (benchmarks/results/provider_pacing.json).
+bench-providers: $(STAMP)
+	$(PY) -m benchmarks.provider_pacing
+
 bench-model: jvm-archive
 	-$(MAKE) --no-print-directory bench-venv
 	-$(MAKE) --no-print-directory bench-venv-curator

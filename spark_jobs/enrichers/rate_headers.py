@@ -54,9 +54,11 @@ class QuotaHint:
 
     @property
     def limits(self) -> bool:
-        """A throttled answer carrying this is a rate limit, not an isolated refusal:
-        its quota is spent, or it states a policy."""
-        return self.exhausted or self.policy_rate is not None
+        """A throttled answer carrying this is a rate limit, not an isolated refusal: its
+        quota is spent (said when it comes back or not: a 429 stating no request left is
+        believed, as Azure's, whose headers state no reset), or it states a policy."""
+        spent = self.remaining is not None and self.remaining < 1
+        return spent or self.policy_rate is not None
 
     @property
     def policy_rate(self) -> float | None:
@@ -74,7 +76,13 @@ class TokenQuota:
     limit: float | None = None
     remaining: float | None = None
     reset_s: float | None = None
+    rounded: bool = False
+    """``remaining`` is the lower bound of a count the provider rounded."""
 
+
+ANTHROPIC_ROUNDING = 1000
+"""Anthropic states its remaining tokens "rounded to the nearest thousand" (its rate-limit
+headers' documentation): a stated 3 000 is taken as 2 500, what it may be."""
 
 TOKEN_KINDS = ("tokens", "input_tokens", "output_tokens")
 """The token limits a provider may state: all tokens (OpenAI), or input and output apart
@@ -139,10 +147,15 @@ def token_quotas(headers: Mapping[str, str], now: float | None = None) -> dict[s
         found["tokens"] = openai
     for kind in TOKEN_KINDS:
         prefix = f"anthropic-ratelimit-{kind.replace('_', '-')}-"
+        remaining = parse_number(headers.get(prefix + "remaining"))
+        rounded = remaining is not None and remaining > 0 and remaining % ANTHROPIC_ROUNDING == 0
+        if rounded and remaining is not None:
+            remaining -= ANTHROPIC_ROUNDING / 2
         quota = TokenQuota(
             _positive(headers.get(prefix + "limit")),
-            parse_number(headers.get(prefix + "remaining")),
+            remaining,
             parse_reset_time(headers.get(prefix + "reset"), now),
+            rounded,
         )
         if quota.limit is not None or quota.remaining is not None:
             found[kind] = quota

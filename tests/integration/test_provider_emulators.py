@@ -232,9 +232,7 @@ async def test_anthropic_charges_max_tokens_and_gives_back_the_unused_when_the_a
         assert status == 200
         used = answer["usage"]["output_tokens"]
         assert headers["anthropic-ratelimit-output-tokens-remaining"] == str(1000 - used)
-        assert headers["anthropic-ratelimit-input-tokens-remaining"] == str(
-            10_000 - PROMPT_TOKENS
-        )
+        assert headers["anthropic-ratelimit-input-tokens-remaining"] == str(10_000 - PROMPT_TOKENS)
         assert headers["anthropic-ratelimit-tokens-remaining"] == str(1000 - used)  # tightest
         reset = headers["anthropic-ratelimit-output-tokens-reset"]
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", reset), reset
@@ -303,9 +301,7 @@ async def test_a_self_hosted_server_serves_its_batch_and_queues_the_rest():
     serving_shape = BatchServing(batch=4, base_s=0.05, step_s=0.004, slowdown=0.1)
     async with serving(SelfHostedProfile(serving_shape)) as (post, api):
         alone = await post("/v1/chat/completions", chat())
-        answers = await asyncio.gather(
-            *(post("/v1/chat/completions", chat()) for _ in range(24))
-        )
+        answers = await asyncio.gather(*(post("/v1/chat/completions", chat()) for _ in range(24)))
     assert alone[0] == 200 and all(status == 200 for status, _, _ in answers)
     assert not [h for _, _, headers in answers for h in headers if "ratelimit" in h.lower()]
     scheduler = api.provider.stats()["self_hosted"]

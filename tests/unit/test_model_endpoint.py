@@ -79,7 +79,8 @@ def test_anthropic_headers_with_rfc3339_resets_and_input_output_apart():
     )
     now = 1767225600.0  # 2026-01-01T00:00:00Z
     quotas = token_quotas(headers, now=now)
-    assert quotas["input_tokens"] == TokenQuota(40000, 39000, pytest.approx(3.0))
+    # "rounded to the nearest thousand": 39 000 may be 38 500
+    assert quotas["input_tokens"] == TokenQuota(40000, 38500, pytest.approx(3.0), rounded=True)
     assert quotas["output_tokens"] == TokenQuota(8000, 100, pytest.approx(59.0))
     assert "tokens" not in quotas
     requests = quota_hint(headers)
@@ -259,6 +260,41 @@ def test_a_fixed_window_tells_itself_from_its_resets_and_turns_whole():
     assert limit.wait_for(50) == pytest.approx(8.0, abs=0.01)
     clock.now += 8.0
     assert limit.wait_for(50) == 0 and limit.level == pytest.approx(3000 * LIMIT_SHARE)
+
+
+def test_a_remaining_rounded_to_thousands_is_taken_at_its_lower_bound():
+    """Anthropic rounds its remaining tokens to the nearest thousand: 3 000 may be 2 500."""
+    clock = _Clock()
+    config = ModelConfig(model="m", prompt="{x}", api="anthropic", parameters={"max_tokens": 9})
+    pacing = ModelPacing(config, partitions=1, clock=clock)
+    call = _admit(pacing)
+    stated = {
+        "anthropic-ratelimit-output-tokens-limit": "8000",
+        "anthropic-ratelimit-output-tokens-remaining": "3000",
+    }
+    pacing.settle(
+        call, _reply(200, stated, usage=(call.prompt, 9), api="anthropic"), RateController(None)
+    )
+    assert pacing.limits["output_tokens"].level == pytest.approx(2500 * LIMIT_SHARE)
+
+
+def test_a_refusal_on_a_token_limit_pauses_it_for_the_answer_s_retry_delay():
+    """Azure states the remaining tokens but neither the limit's reset nor its refill:
+    its 429's retry-after-ms says when the limit takes calls again."""
+    clock = _Clock()
+    config = ModelConfig(model="m", prompt="{x}", provider="azure")
+    pacing = ModelPacing(config, partitions=1, clock=clock)
+    first = _admit(pacing)
+    pacing.settle(
+        first, _reply(200, {"x-ratelimit-remaining-tokens": "6000"}), RateController(None)
+    )
+    refused = _admit(pacing)
+    headers = {"x-ratelimit-remaining-tokens": "10", "retry-after-ms": "2500"}
+    pacing.settle(refused, _reply(429, headers), RateController(None))
+    limit = pacing.limits["tokens"]
+    assert limit.wait_for(1) == pytest.approx(2.5)
+    clock.now += 2.5
+    assert limit.wait_for(1) == 0
 
 
 def test_hostile_resets_and_usage_never_stall_the_partition():

@@ -38,7 +38,7 @@ from spark_jobs.asyncwait import untimed
 
 from ..attempt import Reply
 from ..rate_control import RateController
-from ..rate_headers import QuotaHint, TokenQuota, quota_hint, token_quotas
+from ..rate_headers import QuotaHint, TokenQuota, quota_hint, retry_delay, token_quotas
 from ..request_budget import RequestBudget
 from .answers import usage
 from .config import ModelConfig
@@ -170,6 +170,7 @@ class ModelPacing:
             completion = 0
             if reply.status == 429:  # refused, so not admitted: nothing was charged
                 self._refund(admitted.charges)
+                self._pause_refusing(reply, admitted)
             elif 200 <= reply.status < 300:
                 completion, used_units = self._used(reply, admitted)
             if self._refunds_output and reply.status != 429:
@@ -178,6 +179,17 @@ class ModelPacing:
             self._observe(reply, rate, admitted)
         if self._budget is not None:
             self._budget.settle(admitted.cost_units, used_units)
+
+    def _pause_refusing(self, reply: Reply, admitted: Admission) -> None:
+        """A 429 whose headers leave a token limit less than the call's charge was that
+        limit's refusal: it charges nothing until the answer's retry delay has passed."""
+        delay = retry_delay(reply.headers, reply.payload)
+        if not delay:
+            return
+        for kind, quota in token_quotas(reply.headers).items():
+            limit, charge = self.limits.get(kind), admitted.charges.get(kind, 0.0)
+            if limit is not None and quota.remaining is not None and quota.remaining < charge:
+                limit.pause(delay)
 
     def _refund(self, charges: Mapping[str, float]) -> None:
         for kind, tokens in charges.items():

@@ -26,6 +26,11 @@ deficit takes to refill, ``(limit - remaining) / limit x window``, always; a win
 chance (mid-window, at the pace the limit allows). So one of the last answers that
 disagrees makes it a window; a bucket until an answer says otherwise (the providers').
 
+A provider that states the remaining but not when it refills (Azure's headers) may be a
+window or a bucket: while calls are out their answers say what is left, and nothing is
+assumed to refill meanwhile; once none is out, the level refills at the rate, so a call
+goes to ask (a refusal's ``retry-after-ms`` then pauses the limit: :meth:`pause`).
+
 Values are hostile input (``rate_headers.py`` drops nonsense); a wait is never longer
 than a window plus ``MAX_RESET_S``: a silly reset or usage can slow a partition, never
 stall it.
@@ -38,7 +43,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from ..rate_headers import MAX_RESET_S, TokenQuota
+from ..rate_headers import ANTHROPIC_ROUNDING, MAX_RESET_S, TokenQuota
 
 BURST_S = 1.0
 """Seconds of the rate a bucket saves up by itself while idle: beyond that, only a
@@ -49,12 +54,9 @@ SHAPE_ANSWERS = 16
 window's chance agreements in a row (a few answers mid-window)."""
 SHAPE_TOLERANCE = 0.05
 """How far (a share of the window, plus ``SHAPE_SLACK_S``) a bucket's reset may stray from
-its deficit's refill time: the provider counts at some point of the round trip, and
-rounds its reset (Anthropic: to the second)."""
+its deficit's refill time: the provider counts at some point of the round trip, rounds
+its reset, and Anthropic its remaining (to the thousand: the refill of half of that more)."""
 SHAPE_SLACK_S = 0.1
-ROUNDED_REMAINING = 1000
-"""Anthropic states the remaining tokens rounded to the nearest thousand (its rate-limit
-headers' documentation): a remaining of a whole thousand may be off by half of that."""
 
 
 class TokenLimit:
@@ -79,6 +81,8 @@ class TokenLimit:
         self._at = clock()
         self.turns_at = math.inf  # a window's next turn (known once it is one)
         self._out = 0.0  # charges of the calls not answered yet
+        self._paused_until = -math.inf
+        self._refill_unstated = False  # a remaining stated without its reset (Azure's)
         self._disagreed: deque[bool] = deque(maxlen=SHAPE_ANSWERS)
 
     @property
@@ -107,7 +111,7 @@ class TokenLimit:
                 self.turns_at += turns * self.window_s
                 # the calls still out may be counted in the window that just began
                 self._level = self.capacity - self._out
-        else:
+        elif not self._refill_unstated or self._out <= 0:
             saved = min(self.capacity, self.rate * BURST_S)  # what it saves up by itself
             if self._level < saved:
                 self._level = min(saved, self._level + (now - self._at) * self.rate)
@@ -119,6 +123,8 @@ class TokenLimit:
         limit ever holds waits for it to be full and then goes (below zero)."""
         now = self._refill()
         need = min(tokens, self.capacity if self.fixed_window else self.rate * BURST_S)
+        if now < self._paused_until:
+            return min(self._paused_until - now, self.window_s + MAX_RESET_S)
         if self._level >= need:
             return 0.0
         if self.fixed_window:
@@ -127,6 +133,13 @@ class TokenLimit:
             wait = (need - self._level) / self.rate
         return min(max(wait, 1e-3), self.window_s + MAX_RESET_S)
 
+    def pause(self, seconds: float) -> None:
+        """Charge nothing for ``seconds``: the provider refused a call on this limit and
+        said when to come back (Azure's ``retry-after-ms``, OpenAI's "try again in"). A
+        limit whose window and refill the headers do not state (Azure's remaining alone)
+        learns its turn this way, instead of one refusal per call refilled at the rate."""
+        self._paused_until = max(self._paused_until, self._clock() + seconds)
+
     def charge(self, tokens: float) -> None:
         self._refill()
         self._level -= tokens
@@ -134,7 +147,9 @@ class TokenLimit:
 
     def answered(self, tokens: float) -> None:
         """A call charged ``tokens`` is no longer out (answered, or it failed)."""
-        self._out = max(0.0, self._out - tokens)
+        self._out -= tokens
+        if self._out < 1e-6:  # sums of floats taken away in another order: none is out
+            self._out = 0.0
 
     def refund(self, tokens: float) -> None:
         """Give back ``tokens`` the provider gave back (negative: it counted more)."""
@@ -150,6 +165,7 @@ class TokenLimit:
         if quota.remaining is None:
             return
         now = self._refill()
+        self._refill_unstated = quota.reset_s is None
         if quota.reset_s is not None and quota.limit:
             self._disagreed.append(_disagrees_with_a_bucket(quota, self.window_s))
         if self.fixed_window:
@@ -166,6 +182,5 @@ def _disagrees_with_a_bucket(quota: TokenQuota, window_s: float) -> bool:
     assert quota.limit and quota.remaining is not None and quota.reset_s is not None
     refill_s = (quota.limit - quota.remaining) / quota.limit * window_s
     allowed = SHAPE_TOLERANCE * window_s + SHAPE_SLACK_S
-    if quota.remaining and quota.remaining % ROUNDED_REMAINING == 0:
-        allowed += ROUNDED_REMAINING / 2 / quota.limit * window_s
+    allowed += ANTHROPIC_ROUNDING / 2 / quota.limit * window_s if quota.rounded else 0.0
     return abs(quota.reset_s - refill_s) > allowed
