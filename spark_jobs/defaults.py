@@ -39,7 +39,7 @@ THROTTLE_WINDOW = 100
 """How many recent answers of a partition decide whether its throttling is sustained."""
 THROTTLE_SHARE = 0.1
 """Share of 429s among those answers that means a rate limit (cut the rate, pause every
-send, halve the concurrency). 10 of 100: random 429s of 2 % of calls reach it with a
+send). 10 of 100: random 429s of 2 % of calls reach it with a
 probability of 3e-5 per window (binomial), a rate above a limit at once."""
 SNAPSHOT_INTERVAL_S = 10.0
 OTEL_INTERVAL_S = 10.0

@@ -23,6 +23,7 @@ from typing import Any, Literal, get_args
 from spark_jobs import defaults
 
 from .batch_config import BatchConfig, batch_identity, nest_flat_options
+from .concurrency import CONCURRENCIES, Concurrency
 from .response_field import ResponseField, check_response_fields
 from .templates import BodyTemplate, TemplateError, UrlTemplate
 from .validation import (
@@ -81,12 +82,17 @@ class HttpEnricherConfig:
     """How many partitions run at once and share ``requests_per_second`` equally."""
     capacity: int = defaults.CAPACITY
     """Most requests in flight per partition; also the connection pool's per-host limit."""
+    concurrency: Concurrency = "fixed"
+    """``fixed``: ``capacity`` in flight whatever the answers (throttling is the rate
+    controller's); ``latency``: the limit, up to ``capacity``, that keeps the latency near
+    the unloaded one, for a server that queues instead of throttling (``concurrency.py``;
+    ``model.provider: self-hosted`` sets it)."""
     throttle_window: int = defaults.THROTTLE_WINDOW
     """How many recent answers decide whether throttling is sustained."""
     throttle_share: float = defaults.THROTTLE_SHARE
     """Share of 429s in the window that means a rate limit (as do headers saying the quota
-    is spent): it cuts the rate, pauses every send for the ``Retry-After`` and halves the
-    concurrency. Isolated 429s only delay their own record. Successes win slots back."""
+    is spent): it cuts the rate and pauses every send for the ``Retry-After``. Isolated
+    429s only delay their own record."""
     cache_size: int = 10_000
     """Final answers kept per partition, by request; 0 disables the cache."""
     coalesce: bool = True
@@ -202,6 +208,7 @@ class HttpEnricherConfig:
             object.__setattr__(self, "requests_per_second", rate)
         check_int(self.partitions, "partitions", minimum=1)
         check_int(self.capacity, "capacity", minimum=1)
+        check_choice(self.concurrency, CONCURRENCIES, "concurrency")
         check_int(self.throttle_window, "throttle_window", minimum=1)
         share = positive_float(self.throttle_share, "throttle_share")
         if share > 1:

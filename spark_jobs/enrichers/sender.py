@@ -19,6 +19,7 @@ from spark_jobs.asyncwait import untimed
 from .account_errors import account_error, is_account_level, provider_error
 from .attempt import AttemptLimits, AttemptTimeout, BodyTooLarge, Reply, UnsupportedEncoding, send
 from .call_pacing import CallPacing
+from .concurrency import concurrency_limit
 from .config import HttpEnricherConfig
 from .errors import (
     RETRYABLE_4XX,
@@ -35,7 +36,6 @@ from .errors import (
 )
 from .hedging import HedgeDelay, race
 from .rate_headers import QuotaHint, quota_hint, retry_delay
-from .rate_limit import AdaptiveConcurrency
 from .rate_pacing import RatePacing
 from .redirects import REDIRECT_STATUSES, Hop, RedirectRefused, next_hop
 from .request_budget import RequestBudget
@@ -61,9 +61,7 @@ class RequestSender:
         self._budget = request_budget
         self._rate_pacing = RatePacing(config)
         self.rate = self._rate_pacing.controller
-        self.limiter = AdaptiveConcurrency(
-            config.capacity, config.throttle_window, config.throttle_share
-        )
+        self.limiter = concurrency_limit(config.capacity, config.concurrency)
         self._limits = AttemptLimits(
             first_byte=config.first_byte_timeout,
             stall=config.read_timeout,
@@ -143,14 +141,13 @@ class RequestSender:
         (it never waits) and the request budget has room for it."""
         if self._budget is not None and self._budget.left == 0:
             return None
-        ticket = self.limiter.try_acquire()
-        if ticket is None:
+        if not self.limiter.try_acquire():
             return None
         if not self.rate.try_reserve():
-            self.limiter.release(ticket)
+            self.limiter.release()
             return None
         self.hedges_sent += 1
-        return self._send(method, url, body, allow_404=allow_404, ticket=ticket, paced=True)
+        return self._send(method, url, body, allow_404=allow_404, acquired=True, paced=True)
 
     async def _send(
         self,
@@ -159,25 +156,24 @@ class RequestSender:
         body: str | None,
         *,
         allow_404: bool,
-        ticket: int | None = None,
+        acquired: bool = False,
         paced: bool = False,
     ) -> tuple[int, bytes]:
         """Send once, within the concurrency and rate limits; (status, body) or an error.
 
         Waiting for a slot or a rate token is ``untimed``: other records' stalled or
         throttled requests hold those, so the wait must not eat this record's timeout.
-        Each answer's throttling and rate-limit headers steer the rate controller.
+        Each answer's throttling and rate-limit headers steer the rate controller, and
+        its latency the concurrency limit.
         """
         session = self.session
         if session is None:
             raise RuntimeError("use the enricher inside 'async with HttpEnricher(...)'")
         limiter = self.limiter
-        if ticket is None:
-            ticket = limiter.try_acquire()
-            if ticket is None:
-                async with untimed():
-                    ticket = await limiter.acquire()
-        success = throttled = False
+        if not acquired and not limiter.try_acquire():
+            async with untimed():
+                await limiter.acquire()
+        took: float | None = None  # the answer's latency, once there is a usable one
         started, hint = 0.0, None
         try:
             # A hedged first request took its rate slot before the race.
@@ -190,7 +186,6 @@ class RequestSender:
                 reply, started, hint = await self._call(session, method, url, body, False)
             status = reply.status
             if 200 <= status < 300 or (status == 404 and allow_404):
-                success = True
                 self.rate.accepted()
                 took = time.monotonic() - started
                 if self.stragglers is not None:
@@ -200,13 +195,12 @@ class RequestSender:
                 return status, reply.payload
             raise self._status_error(method, url, status, reply)
         except ThrottledError as error:
-            throttled = error.status == 429
             self.rate.throttled(
                 error.retry_after, started, limited=hint is not None and hint.limits
             )
             raise
         finally:
-            limiter.release(ticket, success=success, throttled=throttled)
+            limiter.release(took)
 
     async def _call(
         self, session: aiohttp.ClientSession, method: str, url: str, body: str | None, paced: bool

@@ -1,4 +1,4 @@
-"""The client-side limits on loopback: the job's request budget and adaptive concurrency."""
+"""The client-side limits on loopback: the job's request budget and the concurrency cap."""
 
 from __future__ import annotations
 
@@ -54,7 +54,9 @@ async def test_two_partitions_together_stay_within_the_jobs_budget():
     assert rate == pytest.approx(100, rel=0.10)
 
 
-async def test_429s_cut_the_concurrency_and_successes_restore_it():
+async def test_429s_leave_the_concurrency_cap_alone():
+    """Throttling is the rate controller's: sustained 429s cut the rate, never the cap,
+    and the server never sees more than the capacity at once."""
     state = {"throttle": True, "in_flight": 0}
     concurrency_seen: list[int] = []
 
@@ -70,40 +72,19 @@ async def test_429s_cut_the_concurrency_and_successes_restore_it():
             state["in_flight"] -= 1
 
     async with serve(handler) as base_url:
-        # A rate far above what loopback sends: the rate controller's own cuts (tested in
-        # test_http_enricher_rate_control.py) leave the concurrency the only limit here.
-        settings = config(
-            base_url,
-            capacity=16,
-            throttle_window=4,
-            throttle_share=0.5,
-            requests_per_second=100_000,
-        )
+        settings = config(base_url, capacity=16, requests_per_second=100_000)
         async with HttpEnricher(settings) as enrich:
             throttled = await asyncio.gather(
                 *(enrich({"id": i}) for i in range(64)), return_exceptions=True
             )
             after_throttling = enrich.stats
             state["throttle"] = False
-            concurrency_seen.clear()
-            # The rate was cut too, by as much as the 429s were sent slowly (a busy
-            # machine): send until the concurrency is back, as a user would wait for it.
-            for batch in range(1, 31):
-                first = 1000 * batch
-                await asyncio.gather(*(enrich({"id": i}) for i in range(first, first + 200)))
-                if max(concurrency_seen) == 16:
-                    break
-            after_recovery = enrich.stats
+            await asyncio.gather(*(enrich({"id": i}) for i in range(1000, 1064)))
     assert all(type(e).__name__ == "ThrottledError" for e in throttled)
-    assert after_throttling["throttled"] == 64
-    # One cut per window of answers at the current limit (16 -> 8 -> 4 -> 2 -> 1).
-    assert after_throttling["current_concurrency_limit"] == 1
-    assert after_throttling["concurrency_decreases"] == 4
-    # Recovery: the server first sees one request at a time, then more and more, up to
-    # the capacity and never beyond it.
-    assert concurrency_seen[:2] == [1, 1]
+    assert after_throttling["throttled"] == 64 and after_throttling["rate_decreases"] >= 1
+    assert after_throttling["current_concurrency_limit"] == 16
+    assert after_throttling["concurrency_decreases"] == 0
     assert max(concurrency_seen) == 16
-    assert after_recovery["current_concurrency_limit"] == 16
 
 
 async def test_throttled_retries_through_the_operator_feed_the_slowdown():
@@ -125,4 +106,4 @@ async def test_throttled_retries_through_the_operator_feed_the_slowdown():
     # The throttled first calls spent no attempt: each record counts only its success.
     assert all(isinstance(o, Result) and o.attempts == 1 for o in outputs)
     assert stats["requests_made"] == 200 and stats["throttled"] == 100
-    assert stats["concurrency_decreases"] >= 1
+    assert stats["rate_decreases"] >= 1 and stats["concurrency_decreases"] == 0

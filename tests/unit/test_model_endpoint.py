@@ -479,6 +479,13 @@ def test_requests_per_minute_becomes_the_request_rate_the_lower_one_wins():
     assert request_options(config, {"requests_per_second": 1.0})["requests_per_second"] == 1.0
 
 
+def test_a_self_hosted_server_gets_the_latency_guided_concurrency_unless_told_otherwise():
+    hosted = ModelConfig(model="m", prompt="{x}", provider="self-hosted")
+    assert request_options(hosted, {})["concurrency"] == "latency"
+    assert "concurrency" not in request_options(hosted, {"concurrency": "fixed"})
+    assert "concurrency" not in request_options(ModelConfig(model="m", prompt="{x}"), {})
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [

@@ -68,8 +68,9 @@ class ModelConfig:
     """The period of the limits in the provider's headers, in seconds."""
     provider: Provider | None = None
     """Whose limits and charging rules the pacing follows (``pacing.py``): ``openai``,
-    ``azure``, ``anthropic`` or ``self-hosted``; by default ``anthropic`` for the messages
-    API, else ``openai`` (what OpenAI-compatible gateways copy)."""
+    ``azure``, ``anthropic`` or ``self-hosted`` (no limits: the concurrency follows the
+    server's latency instead, ``concurrency.LatencyLimit``); by default ``anthropic`` for
+    the messages API, else ``openai`` (what OpenAI-compatible gateways copy)."""
     completion_tokens: int | None = None
     """Tokens reserved for an answer until its usage comes (default ``max_tokens``, else
     ``COMPLETION_RESERVE``)."""

@@ -59,7 +59,8 @@ def headers(config: ModelConfig) -> dict[str, str]:
 def request_options(config: ModelConfig, options: Mapping[str, Any]) -> dict[str, Any]:
     """The HTTP enricher's options for calling the model, over the job's ``options``
     (the endpoint as ``url_template``, timeouts, the key's source): a POST of the body
-    template, the API's headers, and ``requests_per_minute`` as the request rate."""
+    template, the API's headers, ``requests_per_minute`` as the request rate, and for a
+    self-hosted server (no limits, a queue) the concurrency its latency allows."""
     method = str(options.get("method") or "POST").upper()
     if method != "POST":
         raise ValueError(f"method: a model endpoint is called with POST, got {method}")
@@ -70,6 +71,8 @@ def request_options(config: ModelConfig, options: Mapping[str, Any]) -> dict[str
         "body_template": body_template(config),
         "headers": {**dict(options.get("headers") or {}), **headers(config)},
     }
+    if config.provider == "self-hosted" and "concurrency" not in options:
+        found["concurrency"] = "latency"
     if config.requests_per_minute:  # the lower of it and --requests-per-second
         rate, given = config.requests_per_minute / 60.0, options.get("requests_per_second")
         found["requests_per_second"] = min(rate, given) if given else rate
