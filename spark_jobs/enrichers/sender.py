@@ -285,7 +285,7 @@ class RequestSender:
             refused = self.redact(f"HTTP {status} from {method} {url}")
             logger.warning("%s; check the bearer token source (%s)", refused, source)
         provider = provider_error(reply.payload)
-        self.outcomes.add(outcome_name(status, provider))
+        self.outcomes.add(self.redact(outcome_name(status, provider)))  # a code may echo one
         if is_account_level(status, provider):  # before 429: a spent quota is no throttle
             return account_error(status, provider, f"{method} {url}", self.redact)
         if status in (401, 403):  # its body tends to quote the credentials back: not shown

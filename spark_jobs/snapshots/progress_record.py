@@ -175,7 +175,10 @@ _FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "progress_interval_ms": (_optional(_count), "int or null"),
     "columns": (lambda v: v == list(COLUMNS), f"the {len(COLUMNS)} column names"),
     "partitions": (lambda v: isinstance(v, list), "list"),
-    "recent_calls": (is_outcome_counts, f"at most {MAX_OUTCOMES_STORED} short names, counts"),
+    "recent_calls": (
+        _optional(is_outcome_counts),
+        f"at most {MAX_OUTCOMES_STORED} short names with their counts",
+    ),
 }
 #: Fields added after format 1 was first written: records of earlier versions lack them.
 _ADDED = ("snapshot_interval_ms", "progress_interval_ms", "recent_calls")
@@ -228,19 +231,23 @@ class ProgressRecord:
     def describe_calls(self) -> str:
         """What the calls are getting, when some are not answered 2xx: ``; all 480
         calls of the last 60 s answered 429 rate_limit_exceeded; retrying``, or ``; last
-        60 s: 412 calls, 380 answered 200, 32 429 rate_limit_exceeded``; else nothing."""
+        60 s: 412 calls, 380 answered 200, 32 429 rate_limit_exceeded``; else nothing.
+        ``retrying`` while no call of the window succeeded and records are in flight."""
         calls = sorted(self.recent_calls.items(), key=lambda item: (-item[1], item[0]))
-        if all(name.startswith("2") for name, _ in calls):
+        succeeded = sum(name.startswith("2") for name, _ in calls)
+        if succeeded == len(calls):
             return ""  # no call in the window, or every one answered: nothing to explain
         total = format_count(sum(count for _, count in calls))
+        counted = [f"{format_count(count)} {name}" for name, count in calls]
+        if succeeded:
+            (name, most), rest = calls[0], counted[1:]
+            said = ", ".join([f"{format_count(most)} answered {name}", *rest])
+            return f"; last {CALLS_WINDOW_S} s: {total} calls, {said}"
         if len(calls) == 1:
             said = f"all {total} calls of the last {CALLS_WINDOW_S} s answered {calls[0][0]}"
         else:
-            (first, most), rest = calls[0], calls[1:]
-            named = "".join(f", {format_count(count)} {name}" for name, count in rest)
-            said = f"last {CALLS_WINDOW_S} s: {total} calls, {format_count(most)} answered {first}{named}"
-        failing = not any(name.startswith("2") for name, _ in calls)
-        return f"; {said}; retrying" if failing and self.in_flight else f"; {said}"
+            said = f"all {total} calls of the last {CALLS_WINDOW_S} s failed: {', '.join(counted)}"
+        return f"; {said}; retrying" if self.in_flight else f"; {said}"
 
     def watermark(self) -> int | None:
         """The watermark valve's output with partitions as channels, in one pass: a
@@ -292,7 +299,7 @@ class ProgressRecord:
             corrupt_partitions=tuple(_corrupt(document["corrupt_partitions"])),
             snapshot_interval_ms=document.get("snapshot_interval_ms"),
             progress_interval_ms=document.get("progress_interval_ms"),
-            recent_calls=document.get("recent_calls", {}),
+            recent_calls=document.get("recent_calls") or {},
         )
 
 
