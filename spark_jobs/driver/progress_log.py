@@ -3,10 +3,10 @@
 The snapshot store is the progress channel: every partition commits its manifest there.
 Every interval the driver folds what changed into the namespace's ``progress.json``
 (``snapshots/namespace_progress.py``), logs from it, and leaves it for the Airflow task's
-Storage tab and the snapshot page, which read that one record instead of the manifests. The total's line says what the
-calls of the last minute were answered when some were not answered 2xx (``; all 480
-calls of the last 60 s answered 429 rate_limit_exceeded; retrying``), so a spent rate
-limit is not taken for a hung job.
+Storage tab and the snapshot page, which read that one record instead of the manifests.
+The total's line says what the calls of the last minute were answered when some were not
+answered 2xx (``; all 480 calls of the last 60 s answered 429 rate_limit_exceeded;
+retrying``), so a spent rate limit is not taken for a hung job.
 """
 
 from __future__ import annotations

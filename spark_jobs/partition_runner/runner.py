@@ -31,7 +31,7 @@ from spark_jobs.asyncwait import (
     Watermark,
 )
 from spark_jobs.enrichers import default_retry_strategy
-from spark_jobs.partition_runner.row_enrichment import open_row_enrichment
+from spark_jobs.partition_runner.row_enrichment import RowEnrichment, open_row_enrichment
 from spark_jobs.snapshots import LeaseError, Manifest, PartitionSnapshots
 from spark_jobs.spec.job_spec import JobSpec
 from spark_jobs.telemetry import partition_telemetry
@@ -208,8 +208,7 @@ class _Attempt:
             spec, self.task.partition, budget, self.paid.answered, self.telemetry
         )
         async with opened as enrichment:
-            self.stats.counters, self.committer.stored = enrichment.counters, enrichment.stored
-            self.stats.recent_calls = enrichment.recent_calls
+            self._watch(enrichment)
 
             def call(index: int) -> Awaitable[dict[str, Any]]:
                 # Returns enrichment's coroutine rather than awaiting it in one of its
@@ -260,6 +259,12 @@ class _Attempt:
             if self.buffer.rows:
                 yield self.buffer.flush()
             await self._final_cut(CutReason.END)
+
+    def _watch(self, enrichment: RowEnrichment) -> None:
+        """What each cut reads of the enrichment: its counters, its answers of the last
+        minute by outcome, the response cache's new answers."""
+        self.stats.counters, self.stats.recent_calls = enrichment.counters, enrichment.recent_calls
+        self.committer.stored = enrichment.stored
 
     async def _batches(
         self, outputs: AsyncIterator[OperatorOutput]

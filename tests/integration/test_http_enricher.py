@@ -185,8 +185,14 @@ async def test_the_last_minutes_answers_are_counted_by_status_and_providers_code
     answers = iter(
         [
             web.json_response(
-                {"error": {"message": "Rate limit reached for requests", "type": "requests",
-                           "param": None, "code": "rate_limit_exceeded"}},
+                {
+                    "error": {
+                        "message": "Rate limit reached for requests",
+                        "type": "requests",
+                        "param": None,
+                        "code": "rate_limit_exceeded",
+                    }
+                },
                 status=429,
                 headers={"Retry-After": "0"},
             ),

@@ -135,12 +135,12 @@ def cut_with_calls(store: SnapshotStore, partition: int, calls: dict, **stats) -
     stats = {"run_id": "run", "recent_calls": calls, **stats}
     pending = [{"row": 0}, {"row": 1}]
     part = store.partition(KEY, partition)
-    part.commit(Manifest("f", partition, 0, 2, "a", pending=pending, stats=stats, records_total=1000))
+    part.commit(
+        Manifest("f", partition, 0, 2, "a", pending=pending, stats=stats, records_total=1000)
+    )
 
 
-def test_when_nothing_commits_the_line_says_what_the_running_partitions_calls_got(
-    tmp_path, caplog
-):
+def test_when_nothing_commits_the_line_says_what_the_running_partitions_calls_got(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="enrich_job.progress")
     store = SnapshotStore(str(tmp_path))
     throttled = "429 rate_limit_exceeded"

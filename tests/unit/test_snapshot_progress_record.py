@@ -12,10 +12,10 @@ import pyarrow as pa
 import pytest
 
 from spark_jobs.asyncwait import MIN_WATERMARK, Watermark, WatermarkStatus, WatermarkValve
-from spark_jobs.snapshots import Manifest, NamespaceKey, SnapshotStore
-from spark_jobs.snapshots.namespace_progress import ProgressFolder
 from spark_jobs.enrichers import call_outcomes
+from spark_jobs.snapshots import Manifest, NamespaceKey, SnapshotStore
 from spark_jobs.snapshots.counters import MAX_OUTCOMES_STORED
+from spark_jobs.snapshots.namespace_progress import ProgressFolder
 from spark_jobs.snapshots.progress_record import (
     CALLS_WINDOW_S,
     MAX_RECORD_BYTES,
@@ -110,7 +110,11 @@ def test_recent_calls_round_trip_beside_the_columns_an_earlier_reader_checks() -
 @pytest.mark.parametrize(
     ("calls", "in_flight", "line"),
     [
-        (THROTTLED, 18, "; all 480 calls of the last 60 s answered 429 rate_limit_exceeded; retrying"),
+        (
+            THROTTLED,
+            18,
+            "; all 480 calls of the last 60 s answered 429 rate_limit_exceeded; retrying",
+        ),
         (
             {"429 rate_limit_exceeded": 3000, "503": 1000},
             18,
@@ -140,7 +144,9 @@ def test_partitions_calls_add_up_and_a_crowd_of_outcomes_is_capped() -> None:
     }
     crowd = merge_outcomes([{f"400 code_{p}_{n}": 1 + n for n in range(9)} for p in range(50)])
     assert len(crowd) == MAX_OUTCOMES_STORED and sum(crowd.values()) == 50 * 45
-    assert ProgressRecord.from_json(record_of(1, recent_calls=crowd).to_json()).recent_calls == crowd
+    assert (
+        ProgressRecord.from_json(record_of(1, recent_calls=crowd).to_json()).recent_calls == crowd
+    )
 
 
 def test_the_record_and_the_enrichers_count_over_one_window_and_name_the_rest_alike() -> None:
