@@ -4,6 +4,9 @@ The snapshot store is the progress channel: every partition commits its manifest
 Every interval the driver folds what changed into the namespace's ``progress.json``
 (``snapshots/namespace_progress.py``), logs from it, and leaves it for the Airflow task's
 Storage tab and the snapshot page, which read that one record instead of the manifests.
+The total's line says what the calls of the last minute were answered when some were not
+answered 2xx (``; all 480 calls of the last 60 s answered 429 rate_limit_exceeded;
+retrying``), so a spent rate limit is not taken for a hung job.
 """
 
 from __future__ import annotations
@@ -104,7 +107,8 @@ class ProgressReporter:
                 part.in_flight,
                 part.epoch,
             )
-        logger.info("progress: %s", progress.describe(sum(self.sizes.values())))
+        done = progress.describe(sum(self.sizes.values()))
+        logger.info("progress: %s%s", done, progress.describe_calls())
 
     def _rate(self, partition: int, done: int, now: float) -> str:
         """``120 rec/s`` since the last line, ``120 rec/s since start`` on the first one,

@@ -148,6 +148,10 @@ class HttpEnricher:
         """Time every request with ``observer`` (telemetry on); None leaves them untimed."""
         self._sender.observer = observer
 
+    def recent_calls(self) -> dict[str, int]:
+        """The last minute's answers by outcome (``call_outcomes.py``): progress lines."""
+        return self._sender.outcomes.counts()
+
     @property
     def stats(self) -> dict[str, Any]:
         """Counters since the enricher was created, as plain (JSON-ready) data."""

@@ -18,6 +18,7 @@ from spark_jobs.asyncwait import untimed
 
 from .account_errors import account_error, is_account_level, provider_error
 from .attempt import AttemptLimits, AttemptTimeout, BodyTooLarge, Reply, UnsupportedEncoding, send
+from .call_outcomes import TRANSPORT, CallOutcomes, outcome_name
 from .call_pacing import CallPacing
 from .concurrency import concurrency_limit
 from .config import HttpEnricherConfig
@@ -83,6 +84,7 @@ class RequestSender:
         self.hedges_sent = 0
         self.stragglers_resent = 0
         self.retries_by_reason: Counter[str] = Counter()
+        self.outcomes = CallOutcomes()  # the last minute's answers, for progress lines
         self.observer: RequestObserver | None = None  # set when telemetry is on
 
     def open(self) -> None:
@@ -186,6 +188,7 @@ class RequestSender:
                 reply, started, hint = await self._call(session, method, url, body, False)
             status = reply.status
             if 200 <= status < 300 or (status == 404 and allow_404):
+                self.outcomes.add(outcome_name(status))
                 self.rate.accepted()
                 took = time.monotonic() - started
                 if self.stragglers is not None:
@@ -275,6 +278,7 @@ class RequestSender:
             refused = self.redact(f"HTTP {status} from {method} {url}")
             logger.warning("%s; check the bearer token source (%s)", refused, source)
         provider = provider_error(reply.payload)
+        self.outcomes.add(self.redact(outcome_name(status, provider)))  # a code may echo one
         if is_account_level(status, provider):  # before 429: a spent quota is no throttle
             return account_error(status, provider, f"{method} {url}", self.redact)
         if status in (401, 403):  # its body tends to quote the credentials back: not shown
@@ -309,6 +313,7 @@ class RequestSender:
         message = self.redact(f"{method} {url}: {reason}")
         if isinstance(exc, aiohttp.InvalidURL):
             return PermanentError(message)
+        self.outcomes.add(TRANSPORT)
         return self._retryable(TransportError(message))
 
     def _retryable(self, error: RetryableError) -> RetryableError:

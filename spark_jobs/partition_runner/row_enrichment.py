@@ -93,6 +93,9 @@ class RowEnrichment:
     """The partition's part of the response cache, whose new answers each cut writes."""
     input_ended: Callable[[], None] = lambda: None
     """Told when the partition's input has ended (the HTTP enricher's stragglers)."""
+    recent_calls: Callable[[], dict[str, int]] = dict
+    """The last minute's answers by outcome, which each cut carries for progress lines
+    (the HTTP enricher's ``call_outcomes.py``; a user's function counts none)."""
 
 
 @asynccontextmanager
@@ -133,7 +136,9 @@ async def open_row_enrichment(
             counters = _http_counters(enrich)
             if pacing is not None:
                 counters = _with_tokens(counters, pacing)
-            yield RowEnrichment(_guarded(spec, enrich), counters, stored, enrich.input_ended)
+            yield RowEnrichment(
+                _guarded(spec, enrich), counters, stored, enrich.input_ended, enrich.recent_calls
+            )
     finally:
         if stored is not None:
             await asyncio.to_thread(stored.keep, stored.take())  # what no cut took

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
@@ -30,7 +31,7 @@ from spark_jobs.asyncwait import (
     Watermark,
 )
 from spark_jobs.enrichers import default_retry_strategy
-from spark_jobs.partition_runner.row_enrichment import open_row_enrichment
+from spark_jobs.partition_runner.row_enrichment import RowEnrichment, open_row_enrichment
 from spark_jobs.snapshots import LeaseError, Manifest, PartitionSnapshots
 from spark_jobs.spec.job_spec import JobSpec
 from spark_jobs.telemetry import partition_telemetry
@@ -161,6 +162,12 @@ class _Attempt:
         self.buffer = EpochBuffer(runner.schema, runner.enrichment_fields)
         self.committer = SnapshotCommitter.for_attempt(runner, task, resumed, self.telemetry)
         self.operator: AsyncWaitOperator | None = None
+        # The idle cuts' (see _idle_cut): whether _batches awaits the next output, the
+        # batches they flushed that Spark has not had yet, and a failure of one.
+        self._awaiting = False
+        self._unsent: deque[pa.RecordBatch] = deque()
+        self._idle_failure: Exception | None = None
+        self._timer: asyncio.TimerHandle | None = None
         self.paid = PaidAnswers(spec)  # what a resume already paid for: its LRU to start
 
     async def replay(self, manifest: Manifest) -> AsyncIterator[pa.RecordBatch]:
@@ -201,7 +208,7 @@ class _Attempt:
             spec, self.task.partition, budget, self.paid.answered, self.telemetry
         )
         async with opened as enrichment:
-            self.stats.counters, self.committer.stored = enrichment.counters, enrichment.stored
+            self._watch(enrichment)
 
             def call(index: int) -> Awaitable[dict[str, Any]]:
                 # Returns enrichment's coroutine rather than awaiting it in one of its
@@ -253,26 +260,79 @@ class _Attempt:
                 yield self.buffer.flush()
             await self._final_cut(CutReason.END)
 
+    def _watch(self, enrichment: RowEnrichment) -> None:
+        """What each cut reads of the enrichment: its counters, its answers of the last
+        minute by outcome, the response cache's new answers."""
+        self.stats.counters, self.stats.recent_calls = enrichment.counters, enrichment.recent_calls
+        self.committer.stored = enrichment.stored
+
     async def _batches(
         self, outputs: AsyncIterator[OperatorOutput]
     ) -> AsyncGenerator[pa.RecordBatch, None]:
-        """Output batches for Spark, cutting a snapshot whenever one is due."""
-        async for output in outputs:
-            if isinstance(output, Watermark):
-                if output.timestamp != MAX_WATERMARK:
-                    self.watermark = output.timestamp
-                continue
-            if not self.budget.hold(output):
-                for passed in self.outage.take(output):
-                    self._emit(self.systemic.take(passed))
-                if self.systemic.stop is not None:
-                    raise SystemicFailureError(self.systemic.stop)
-            if self.buffer.batch_full:
-                yield self.buffer.flush()
-            if self.committer.due(self.buffer.epoch.rows):
-                if self.buffer.rows:
+        """Output batches for Spark, cutting a snapshot whenever one is due: after an
+        output, or on the timer while none comes (:meth:`_idle_cut`)."""
+        tick = self.committer.policy.interval / 2
+        self._timer = asyncio.get_running_loop().call_later(tick, self._idle_cut, tick)
+        try:
+            while True:
+                self._awaiting = True  # the one await an idle cut may be taken in
+                try:
+                    output = await anext(outputs)
+                except StopAsyncIteration:
+                    break
+                finally:
+                    self._awaiting = False
+                if self._idle_failure is not None:
+                    raise self._idle_failure
+                while self._unsent:  # flushed by an idle cut: before this output's rows
+                    yield self._unsent.popleft()
+                if isinstance(output, Watermark):
+                    if output.timestamp != MAX_WATERMARK:
+                        self.watermark = output.timestamp
+                    continue
+                if not self.budget.hold(output):
+                    for passed in self.outage.take(output):
+                        self._emit(self.systemic.take(passed))
+                    if self.systemic.stop is not None:
+                        raise SystemicFailureError(self.systemic.stop)
+                if self.buffer.batch_full:
                     yield self.buffer.flush()
-                self._cut(CutReason.DUE)
+                if self.committer.due(self.buffer.epoch.rows):
+                    if self.buffer.rows:
+                        yield self.buffer.flush()
+                    self._cut(CutReason.DUE)
+        finally:
+            if self._timer is not None:
+                self._timer.cancel()
+        if self._idle_failure is not None:
+            raise self._idle_failure
+        while self._unsent:
+            yield self._unsent.popleft()
+
+    def _idle_cut(self, tick: float) -> None:
+        """On the timer: cut when one is due although no output came, so that the
+        snapshot's stats (what the calls are getting: ``recent_calls``) reach the
+        driver when nothing finishes, as when every call is throttled.
+
+        Only while :meth:`_batches` awaits the operator's next output: the operator is
+        then suspended in its wait with nothing taken from its queue (it hands an output
+        over in the step that takes it), and the runner is between two outputs: the one
+        instant every cut is taken at. The buffer's rows go into the cut's epoch and to
+        Spark as the next batch, as a due cut sends them. A failure here fails the task
+        at its next output (the cut may have taken the epoch), and no cut follows it.
+        """
+        if not self._awaiting or not self.committer.due(self.buffer.epoch.rows):
+            self._timer = asyncio.get_running_loop().call_later(tick, self._idle_cut, tick)
+            return
+        try:
+            if self.buffer.rows:
+                self._unsent.append(self.buffer.flush())
+            self._cut(CutReason.DUE)
+        except Exception as failure:
+            logger.error("partition %d: idle cut failed: %s", self.task.partition, failure)
+            self._idle_failure = failure
+            return
+        self._timer = asyncio.get_running_loop().call_later(tick, self._idle_cut, tick)
 
     def _emit(self, outputs: Sequence[Result | Failure]) -> None:
         for output in outputs:

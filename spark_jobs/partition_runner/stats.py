@@ -29,6 +29,8 @@ class RunStats:
             PartitionStats() if resumed is None else PartitionStats.from_json(resumed.stats)
         )
         self.counters: Callable[[], dict[str, int]] = dict
+        #: The enrichment's answers of the last minute by outcome (not carried on: recent).
+        self.recent_calls: Callable[[], dict[str, int]] = dict
         self.own: dict[str, int] = {}  # this attempt's counters at the last cut
         self.replayed = 0
         self.rss_first_cut = 0.0  # worker memory, to show it stays flat
@@ -67,6 +69,7 @@ class RunStats:
             in_flight=in_flight,
             rss_mb_first_cut=self.rss_first_cut,
             rss_mb_peak=self.rss_peak,
+            recent_calls=self.recent_calls(),
         )
         return stats.to_json()
 

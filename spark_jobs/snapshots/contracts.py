@@ -59,7 +59,9 @@ class PartitionStats:
     ``counters`` are the enrichment's own (:data:`CALL_COUNTERS`, and :data:`TOKEN_COUNTERS`
     for a model endpoint), carried across attempts; ``run_requests`` are the requests of
     this run's attempts only (the budget is per run). ``systemic_failure`` is the reason
-    the attempt stopped as one, None for any other cut.
+    the attempt stopped as one, None for any other cut. ``recent_calls`` are the
+    attempt's answers of the last minute by outcome (``enrichers/call_outcomes.py``), as
+    they stood at the cut: what the driver's progress line says the calls are getting.
     """
 
     run_id: str = ""
@@ -73,6 +75,7 @@ class PartitionStats:
     in_flight: int = 0
     rss_mb_first_cut: float = 0.0
     rss_mb_peak: float = 0.0
+    recent_calls: Mapping[str, int] = field(default_factory=dict)
 
     def counter(self, name: str) -> int:
         """One of the enrichment's counters; 0 when it was not counted."""
@@ -96,6 +99,7 @@ class PartitionStats:
             "resumed": self.resumed,
             "finished": self.finished,
             "in_flight": self.in_flight,
+            **({"recent_calls": dict(self.recent_calls)} if self.recent_calls else {}),
         }
 
     @classmethod

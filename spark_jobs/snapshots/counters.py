@@ -47,6 +47,25 @@ def is_optional_text(value: Any) -> bool:
     return value is None or isinstance(value, str)
 
 
+#: Outcomes a stored count of calls by outcome may name, and how long a name may be: above
+#: what the enricher writes (``enrichers/call_outcomes.py``: 8 and "other", a status and
+#: a 64-character code), so only a crafted document meets them.
+MAX_OUTCOMES_STORED = 16
+MAX_OUTCOME_CHARS = 80
+
+
+def is_outcome_counts(value: Any) -> bool:
+    """Calls by outcome (``{"429 rate_limit_exceeded": 480}``): a few short names, counts."""
+    return (
+        isinstance(value, dict)
+        and len(value) <= MAX_OUTCOMES_STORED
+        and all(
+            isinstance(name, str) and len(name) <= MAX_OUTCOME_CHARS and is_count(count)
+            for name, count in value.items()
+        )
+    )
+
+
 _STATS: dict[str, Callable[[Any], bool]] = {
     **dict.fromkeys(
         ("requests_made", "response_cache_hits", "coalesced_calls", "cache_hits"), is_count
@@ -57,6 +76,7 @@ _STATS: dict[str, Callable[[Any], bool]] = {
     **dict.fromkeys(("rss_mb_first_cut", "rss_mb_peak"), is_number),
     "run_id": is_text,
     "systemic_failure": is_optional_text,
+    "recent_calls": is_outcome_counts,
 }
 #: What a completion record's summary counts (``summary.py``), and its ``cost`` values.
 SUMMARY_COUNTS = ("partitions", "records_in", "enriched", "dead_letters", "requests_made")

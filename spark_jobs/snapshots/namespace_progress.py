@@ -6,19 +6,29 @@ budget or a systemic failure) is read once more after that and never again; the 
 through their latest commit (``PartitionSnapshots.latest``), a few at a time in threads,
 since each is a round trip or two to the storage. Partitions without a directory have
 not started and cost nothing beyond the one listing of the namespace.
+
+The record's ``recent_calls`` add up what the partitions still at work in this run last
+cut of their calls, a cut at most a minute old: a task that died or ended says nothing
+of the calls now.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from .contracts import PartitionStats
 from .manifest_progress import PartitionProgress
 from .paths import NamespaceKey
-from .progress_record import MAX_TEXT, PartitionEntry, ProgressRecord
+from .progress_record import (
+    CALLS_WINDOW_S,
+    MAX_TEXT,
+    PartitionEntry,
+    ProgressRecord,
+    merge_outcomes,
+)
 from .store import SnapshotStore
 
 logger = logging.getLogger(__name__)
@@ -88,6 +98,7 @@ class ProgressFolder:
         ms: list[int | None] = [round(s * 1000) for s in intervals] if intervals else [None, None]
         self._snapshot_ms, self._progress_ms = ms
         self._entries: dict[int, PartitionEntry] = {}
+        self._calls: dict[int, Mapping[str, int]] = {}  # each entry's recent_calls
         self._corrupt: set[int] = set()
 
     def refresh(self) -> ProgressRecord:
@@ -101,22 +112,25 @@ class ProgressFolder:
         with ThreadPoolExecutor(READ_THREADS, thread_name_prefix="progress-read") as pool:
             found = list(pool.map(self._read, numbers))
         for number, entry in zip(numbers, found, strict=True):
-            if isinstance(entry, PartitionEntry):
-                self._entries[number] = entry
+            if isinstance(entry, tuple):
+                self._entries[number], self._calls[number] = entry
                 self._corrupt.discard(number)
                 continue
             self._entries.pop(number, None)
+            self._calls.pop(number, None)
             if entry:  # manifest files, not one of them valid
                 self._corrupt.add(number)
+        now_ms = int(time.time() * 1000)
         record = ProgressRecord(
             run_id=_text(self.run_id),
-            written_at_ms=int(time.time() * 1000),
+            written_at_ms=now_ms,
             partition_count=self.partition_count,
             records_total=self.records_total,
             partitions=tuple(self._entries[n] for n in sorted(self._entries)),
             corrupt_partitions=tuple(sorted(self._corrupt)),
             snapshot_interval_ms=self._snapshot_ms,
             progress_interval_ms=self._progress_ms,
+            recent_calls=self._recent_calls(now_ms),
         )
         if self.holds():
             self.store.write_progress_record(self.key, record)
@@ -124,11 +138,23 @@ class ProgressFolder:
             logger.warning("progress record not written: this run no longer holds its lease")
         return record
 
-    def _read(self, number: int) -> PartitionEntry | bool:
-        """The partition's entry; without a valid manifest, whether it has manifest files
-        (corrupt) or none yet (not committed)."""
+    def _recent_calls(self, now_ms: int) -> dict[str, int]:
+        """The calls by outcome of the partitions at work in this run, recently cut."""
+        since_ms = now_ms - CALLS_WINDOW_S * 1000
+        return merge_outcomes(
+            self._calls[number]
+            for number, entry in self._entries.items()
+            if entry.run_id == self.run_id
+            and not entry.settled(self.run_id)
+            and entry.committed_at_ms >= since_ms
+        )
+
+    def _read(self, number: int) -> tuple[PartitionEntry, Mapping[str, int]] | bool:
+        """The partition's entry and its recent calls; without a valid manifest, whether
+        it has manifest files (corrupt) or none yet (not committed)."""
         snapshots = self.store.partition(self.key, number)
         manifest = snapshots.latest(verify_content=False)
         if manifest is None:
             return snapshots.has_manifest_files()
-        return entry_of(PartitionProgress.of(manifest))
+        progress = PartitionProgress.of(manifest)
+        return entry_of(progress), progress.partition_stats.recent_calls

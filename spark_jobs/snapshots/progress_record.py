@@ -11,6 +11,13 @@ Compact on purpose: a partition is one JSON array in the order of :data:`COLUMNS
 :class:`ProgressRecordError` naming the row and column: an unreadable record is reported,
 never guessed at.
 
+``recent_calls`` says what the calls are getting (``{"429 rate_limit_exceeded": 480}``):
+the answers of the last minute by outcome, added up over the partitions still at work,
+as each one's latest cut counted them (``enrichers/call_outcomes.py``). A partition that
+is throttled finishes nothing, but still cuts on a timer (``partition_runner/runner.py``),
+so the record learns of it every snapshot interval. A field beside the partitions rather
+than a column: a reader of an earlier version checks the columns and ignores other fields.
+
 Standard library only (and the stored-JSON guard of ``documents.py``, the partition cap
 of ``paths.py``): the Airflow side reads it too.
 """
@@ -18,13 +25,15 @@ of ``paths.py``): the Airflow side reads it too.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, fields
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from operator import attrgetter
 from typing import Any
 
 from .contracts import format_count
+from .counters import MAX_OUTCOMES_STORED, is_outcome_counts
 from .documents import ManifestError, parse_stored_json
 from .paths import MAX_PARTITIONS
 
@@ -34,6 +43,10 @@ MAX_RECORD_BYTES = 32 * 2**20
 #: Attempt ids, run ids and failure reasons are cut to this many characters when written.
 MAX_TEXT = 1_000
 _INT64 = 2**63
+#: The window ``recent_calls`` counts over: the enrichers' (``call_outcomes.WINDOW_S``).
+CALLS_WINDOW_S = 60
+#: The name of the outcomes beyond those a count names (``call_outcomes.OTHER``).
+OTHER_OUTCOMES = "other"
 
 
 class ProgressRecordError(ValueError):
@@ -162,9 +175,13 @@ _FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "progress_interval_ms": (_optional(_count), "int or null"),
     "columns": (lambda v: v == list(COLUMNS), f"the {len(COLUMNS)} column names"),
     "partitions": (lambda v: isinstance(v, list), "list"),
+    "recent_calls": (
+        _optional(is_outcome_counts),
+        f"at most {MAX_OUTCOMES_STORED} short names with their counts",
+    ),
 }
 #: Fields added after format 1 was first written: records of earlier versions lack them.
-_ADDED = ("snapshot_interval_ms", "progress_interval_ms")
+_ADDED = ("snapshot_interval_ms", "progress_interval_ms", "recent_calls")
 
 
 @dataclass(frozen=True)
@@ -175,6 +192,7 @@ class ProgressRecord:
     ``corrupt_partitions`` have manifest files but not one valid manifest. The run's
     ``--snapshot-interval`` and ``--progress-interval`` (milliseconds; None in records of
     earlier versions) say how often a commit should show here: ``stall.py`` judges by them.
+    ``recent_calls``: the running partitions' answers of the last minute by outcome.
     """
 
     run_id: str
@@ -185,6 +203,7 @@ class ProgressRecord:
     corrupt_partitions: tuple[int, ...] = ()
     snapshot_interval_ms: int | None = None
     progress_interval_ms: int | None = None
+    recent_calls: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         numbers = [p.partition for p in self.partitions]
@@ -208,6 +227,27 @@ class ProgressRecord:
     def describe(self, records_total: int | None = None) -> str:
         total = self.records_total if records_total is None else records_total
         return describe_progress(self.epoch, self.done, self.in_flight, total)
+
+    def describe_calls(self) -> str:
+        """What the calls are getting, when some are not answered 2xx: ``; all 480
+        calls of the last 60 s answered 429 rate_limit_exceeded; retrying``, or ``; last
+        60 s: 412 calls, 380 answered 200, 32 429 rate_limit_exceeded``; else nothing.
+        ``retrying`` while no call of the window succeeded and records are in flight."""
+        calls = sorted(self.recent_calls.items(), key=lambda item: (-item[1], item[0]))
+        succeeded = sum(name.startswith("2") for name, _ in calls)
+        if succeeded == len(calls):
+            return ""  # no call in the window, or every one answered: nothing to explain
+        total = format_count(sum(count for _, count in calls))
+        counted = [f"{format_count(count)} {name}" for name, count in calls]
+        if succeeded:
+            (name, most), rest = calls[0], counted[1:]
+            said = ", ".join([f"{format_count(most)} answered {name}", *rest])
+            return f"; last {CALLS_WINDOW_S} s: {total} calls, {said}"
+        if len(calls) == 1:
+            said = f"all {total} calls of the last {CALLS_WINDOW_S} s answered {calls[0][0]}"
+        else:
+            said = f"all {total} calls of the last {CALLS_WINDOW_S} s failed: {', '.join(counted)}"
+        return f"; {said}; retrying" if self.in_flight else f"; {said}"
 
     def watermark(self) -> int | None:
         """The watermark valve's output with partitions as channels, in one pass: a
@@ -233,6 +273,7 @@ class ProgressRecord:
             "progress_interval_ms": self.progress_interval_ms,
             "columns": list(COLUMNS),
             "partitions": [_row(p) for p in self.partitions],
+            "recent_calls": dict(self.recent_calls),
         }
         return json.dumps(document, separators=(",", ":"), allow_nan=False).encode()
 
@@ -258,7 +299,21 @@ class ProgressRecord:
             corrupt_partitions=tuple(_corrupt(document["corrupt_partitions"])),
             snapshot_interval_ms=document.get("snapshot_interval_ms"),
             progress_interval_ms=document.get("progress_interval_ms"),
+            recent_calls=document.get("recent_calls") or {},
         )
+
+
+def merge_outcomes(counts: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    """Several partitions' calls by outcome added up, the most frequent named (as many as a
+    stored record may hold) and the rest counted as :data:`OTHER_OUTCOMES`."""
+    total: Counter[str] = Counter()
+    for count in counts:
+        total.update(count)
+    if len(total) <= MAX_OUTCOMES_STORED:
+        return dict(total)
+    named = dict(total.most_common(MAX_OUTCOMES_STORED - 1))
+    rest = sum(total.values()) - sum(named.values())
+    return {**named, OTHER_OUTCOMES: named.get(OTHER_OUTCOMES, 0) + rest}
 
 
 def _check_document(document: Any) -> None:

@@ -179,6 +179,42 @@ async def test_an_outage_is_retried_until_it_ends():
     assert stats["retryable_errors"] == 2 and stats["throttled"] == 0
 
 
+async def test_the_last_minutes_answers_are_counted_by_status_and_providers_code():
+    """What a progress line names (``call_outcomes.py``): OpenAI's documented 429 body
+    (its ``rate_limit_exceeded`` code), a bare 503, then the answer."""
+    answers = iter(
+        [
+            web.json_response(
+                {
+                    "error": {
+                        "message": "Rate limit reached for requests",
+                        "type": "requests",
+                        "param": None,
+                        "code": "rate_limit_exceeded",
+                    }
+                },
+                status=429,
+                headers={"Retry-After": "0"},
+            ),
+            web.Response(status=503, text="busy"),
+        ]
+    )
+
+    async def flaky(request: web.Request) -> web.Response:
+        return next(answers, None) or web.json_response({"name": "ok"})
+
+    async with serve(flaky) as base_url:
+        config = HttpEnricherConfig(
+            url_template=base_url + "/x/{id}", response_fields={"name": "$.name"}
+        )
+        async with HttpEnricher(config) as enrich:
+            retry = default_retry_strategy(initial_delay=0.01)
+            [result] = await run_operator(enrich, [{"id": 1}], retry=retry)
+            recent = enrich.recent_calls()
+    assert isinstance(result, Result)
+    assert recent == {"429 rate_limit_exceeded": 1, "503": 1, "200": 1}
+
+
 # -- bodies that are not what they should be ------------------------------------------
 
 

@@ -134,6 +134,28 @@ async def test_a_server_echoing_the_header_is_redacted(monkeypatch, debug_logs):
     assert_no_token(exception_texts(caught.value), debug_logs.text)
 
 
+async def test_a_server_echoing_the_token_as_its_error_code_names_no_outcome_by_it(monkeypatch):
+    """The token is an identifier, so it passes for a provider's code; the progress lines'
+    count of outcomes (``call_outcomes.py``) redacts it like any text from the server."""
+
+    async def echo_code(request: web.Request) -> web.Response:
+        code = request.headers["Authorization"].removeprefix("Bearer ")
+        return web.json_response({"error": {"code": code, "message": "no"}}, status=400)
+
+    monkeypatch.setenv("CLIENT_TOKEN", TOKEN)
+    async with serve(echo_code) as base_url:
+        config = HttpEnricherConfig(
+            url_template=base_url + "/{id}", response_fields=FIELDS, token_env="CLIENT_TOKEN"
+        )
+        async with HttpEnricher(config) as enrich:
+            with pytest.raises(ClientStatusError):
+                await enrich({"id": "c1"})
+            recent = enrich.recent_calls()
+    [(outcome, count)] = recent.items()
+    assert count == 1 and outcome.startswith("400 ")
+    assert_no_token(recent)
+
+
 async def test_an_unset_token_source_fails_on_open_naming_only_the_source(monkeypatch):
     monkeypatch.delenv("UNSET_TOKEN_VAR", raising=False)
     config = HttpEnricherConfig(

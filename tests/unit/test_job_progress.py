@@ -128,3 +128,29 @@ def test_the_quiet_time_spans_two_snapshot_intervals_within_limits():
     assert settle_quiet_s(10.0) == 20.0
     assert settle_quiet_s(0.1) == 1.0
     assert settle_quiet_s(600.0) == TASKS_END_S
+
+
+def cut_with_calls(store: SnapshotStore, partition: int, calls: dict, **stats) -> None:
+    """A cut of a partition at work in run ``run``, nothing done, two records in flight."""
+    stats = {"run_id": "run", "recent_calls": calls, **stats}
+    pending = [{"row": 0}, {"row": 1}]
+    part = store.partition(KEY, partition)
+    part.commit(
+        Manifest("f", partition, 0, 2, "a", pending=pending, stats=stats, records_total=1000)
+    )
+
+
+def test_when_nothing_commits_the_line_says_what_the_running_partitions_calls_got(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="enrich_job.progress")
+    store = SnapshotStore(str(tmp_path))
+    throttled = "429 rate_limit_exceeded"
+    cut_with_calls(store, 0, {throttled: 300})
+    cut_with_calls(store, 1, {throttled: 180})
+    cut_with_calls(store, 2, {"200": 50}, finished=True)  # ended: says nothing of now
+    cut_with_calls(store, 3, {"503": 9}, run_id="an earlier run")
+    folder = ProgressFolder(store, KEY, "run", partition_count=4, records_total=4000)
+    ProgressReporter(folder, dict.fromkeys(range(4), 1000), interval=5).report()
+    assert (
+        "progress: epoch 0: 0 of 4 000 records committed, 6 in flight; all 480 calls of the "
+        "last 60 s answered 429 rate_limit_exceeded; retrying"
+    ) in caplog.text

@@ -53,7 +53,7 @@ def make_spec(
         response_fields={"score": ResponseField("$.score", "float")},
         mode=mode,
         capacity=8,
-        snapshot_interval=3600,
+        snapshot_interval=kw.pop("snapshot_interval", 3600),
         snapshot_max_rows=max_rows,
         **kw,
     )
@@ -213,3 +213,74 @@ def test_a_systemic_failure_stops_the_partition_without_dead_letters_and_resume_
     rows = run_partition(spec, 300, None, "a1")
     assert Counter(r["id"] for r in rows) == Counter(f"k{i:04d}" for i in range(300))
     assert [r["_error"] for r in rows if r["_error"]] == []
+
+
+SEEN_WHILE_STUCK: dict[str, object] = {}
+
+
+async def stuck_at_k0005(record: dict) -> dict:
+    """Answers at once, but k0005 only after the partition has had time to cut without an
+    output: in ordered mode nothing is emitted while it waits. It keeps the latest commit
+    it sees then."""
+    CALLS[record["id"]] += 1
+    if record["id"] == "k0005":
+        store = SnapshotStore(str(SEEN_WHILE_STUCK["dir"]))
+        await asyncio.sleep(0.5)  # ten snapshot intervals with no output
+        part = store.partition(NamespaceKey("d", "t", "i"), 0)
+        SEEN_WHILE_STUCK["manifest"] = await asyncio.to_thread(part.latest)
+    return {"score": record["amount"] / 10}
+
+
+def test_a_partition_cuts_on_its_timer_while_no_output_comes(tmp_path):
+    spec = make_spec(
+        str(tmp_path),
+        "ordered",
+        10_000,
+        enricher="tests.unit.test_partition_runner:stuck_at_k0005",
+        snapshot_interval=0.05,
+    )
+    SEEN_WHILE_STUCK["dir"] = tmp_path
+    CALLS.clear()
+    rows = run_partition(spec, 40, None, "a0")
+    manifest = SEEN_WHILE_STUCK["manifest"]
+    # The five records before k0005 were committed by a cut that no output brought about,
+    # while the records after it waited, done, behind it.
+    assert manifest is not None and manifest.committed_rows == 5
+    assert len(manifest.pending) == spec.operator_capacity
+    # Those five rows reached Spark once, in order, with the rest.
+    assert [r["id"] for r in rows] == [f"k{i:04d}" for i in range(40)]
+    assert sum(CALLS.values()) == 40
+
+
+async def jittered(record: dict) -> dict:
+    """Answers after 0-4 ms (by id), so that cuts on the timer fall between outputs."""
+    CALLS[record["id"]] += 1
+    await asyncio.sleep(int(record["id"][-1]) % 5 / 1000)
+    return {"score": record["amount"] / 10}
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    n=st.integers(1, 300),
+    stop_after=st.integers(1, 40),
+    mode=st.sampled_from(["ordered", "unordered"]),
+)
+def test_crash_after_cuts_on_the_timer_then_resume_emits_every_record_once(n, stop_after, mode):
+    with tempfile.TemporaryDirectory() as snapshot_dir:
+        spec = make_spec(
+            snapshot_dir,
+            mode,
+            10_000,
+            enricher="tests.unit.test_partition_runner:jittered",
+            snapshot_interval=0.003,
+        )
+        CALLS.clear()
+        run_partition(spec, n, stop_after, "a0")
+        store = SnapshotStore(snapshot_dir).partition(NamespaceKey("d", "t", "i"), 0)
+        committed = store.latest()
+        done_at_crash = committed.committed_rows if committed else 0
+        CALLS.clear()
+        rows = run_partition(spec, n, None, "a1")
+        assert Counter(r["id"] for r in rows) == Counter(f"k{i:04d}" for i in range(n))
+        assert all(r["score"] == r["amount"] / 10 for r in rows)
+        assert sum(CALLS.values()) <= n - done_at_crash

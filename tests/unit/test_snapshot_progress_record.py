@@ -12,13 +12,18 @@ import pyarrow as pa
 import pytest
 
 from spark_jobs.asyncwait import MIN_WATERMARK, Watermark, WatermarkStatus, WatermarkValve
+from spark_jobs.enrichers import call_outcomes
 from spark_jobs.snapshots import Manifest, NamespaceKey, SnapshotStore
+from spark_jobs.snapshots.counters import MAX_OUTCOMES_STORED
 from spark_jobs.snapshots.namespace_progress import ProgressFolder
 from spark_jobs.snapshots.progress_record import (
+    CALLS_WINDOW_S,
     MAX_RECORD_BYTES,
+    OTHER_OUTCOMES,
     PartitionEntry,
     ProgressRecord,
     ProgressRecordError,
+    merge_outcomes,
 )
 from spark_jobs.snapshots.store import PROGRESS_RECORD
 
@@ -90,6 +95,65 @@ def test_totals_and_the_line_readers_show() -> None:
     }
 
 
+THROTTLED = {"429 rate_limit_exceeded": 480}
+
+
+def test_recent_calls_round_trip_beside_the_columns_an_earlier_reader_checks() -> None:
+    record = record_of(2, recent_calls=THROTTLED)
+    assert ProgressRecord.from_json(record.to_json()) == record
+    document = json.loads(record.to_json())
+    assert document["columns"] == json.loads(record_of(2).to_json())["columns"]
+    del document["recent_calls"]  # as a record of an earlier version
+    assert ProgressRecord.from_json(json.dumps(document).encode()).recent_calls == {}
+
+
+@pytest.mark.parametrize(
+    ("calls", "in_flight", "line"),
+    [
+        (
+            THROTTLED,
+            18,
+            "; all 480 calls of the last 60 s answered 429 rate_limit_exceeded; retrying",
+        ),
+        (
+            {"429 rate_limit_exceeded": 3000, "503": 1000},
+            18,
+            "; all 4 000 calls of the last 60 s failed: 3 000 429 rate_limit_exceeded, "
+            "1 000 503; retrying",
+        ),
+        (
+            {"200": 380, "429 rate_limit_exceeded": 32},
+            18,
+            "; last 60 s: 412 calls, 380 answered 200, 32 429 rate_limit_exceeded",
+        ),
+        (THROTTLED, 0, "; all 480 calls of the last 60 s answered 429 rate_limit_exceeded"),
+        ({"200": 4000}, 18, ""),
+        ({}, 18, ""),
+    ],
+    ids=["throttled", "failing", "some-answered", "none-in-flight", "all-answered", "no-calls"],
+)
+def test_the_line_says_what_the_calls_of_the_last_minute_got(calls, in_flight, line) -> None:
+    record = record_of(1, partitions=(entry(0, in_flight=in_flight),), recent_calls=calls)
+    assert record.describe_calls() == line
+
+
+def test_partitions_calls_add_up_and_a_crowd_of_outcomes_is_capped() -> None:
+    assert merge_outcomes([THROTTLED, {"429 rate_limit_exceeded": 20, "200": 5}]) == {
+        "429 rate_limit_exceeded": 500,
+        "200": 5,
+    }
+    crowd = merge_outcomes([{f"400 code_{p}_{n}": 1 + n for n in range(9)} for p in range(50)])
+    assert len(crowd) == MAX_OUTCOMES_STORED and sum(crowd.values()) == 50 * 45
+    assert (
+        ProgressRecord.from_json(record_of(1, recent_calls=crowd).to_json()).recent_calls == crowd
+    )
+
+
+def test_the_record_and_the_enrichers_count_over_one_window_and_name_the_rest_alike() -> None:
+    assert CALLS_WINDOW_S == call_outcomes.WINDOW_S and OTHER_OUTCOMES == call_outcomes.OTHER
+    assert call_outcomes.MAX_OUTCOMES + 1 <= MAX_OUTCOMES_STORED
+
+
 def _valve(parts: list[tuple[int, int | None, bool]], count: int) -> int | None:
     """What the summary computed before: the valve over every channel (quadratic)."""
     if not any(mark is not None for _, mark, _ in parts):
@@ -145,6 +209,10 @@ def _stored(record: ProgressRecord) -> dict:
         (lambda d: d["partitions"][0].pop(), r"partitions\[0\]: expected a list of 21"),
         (lambda d: d["partitions"].append(d["partitions"][0]), "ascending order without repeats"),
         (lambda d: d.update(corrupt_partitions=[True]), r"corrupt_partitions\[0\]"),
+        (lambda d: d.update(recent_calls=[1]), "recent_calls: expected at most 16 short names"),
+        (lambda d: d.update(recent_calls={"x" * 81: 1}), "recent_calls: expected"),
+        (lambda d: d.update(recent_calls={f"{n}": 1 for n in range(17)}), "recent_calls"),
+        (lambda d: d.update(recent_calls={"429": -1}), "recent_calls"),
     ],
 )
 def test_a_record_of_the_wrong_shape_is_refused_naming_what(change, message) -> None:
