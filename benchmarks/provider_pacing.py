@@ -3,8 +3,9 @@ limit used after the first minute, the share of calls answered 429, and dead let
 
 Run with ``make bench-providers`` (``python -m benchmarks.provider_pacing [PROFILE ...]``).
 Each profile of the demo endpoint (``demo/provider_profiles.py``: OpenAI's buckets charged
-prompt plus ``max_tokens`` at admission, Azure's per-deployment limits, Anthropic's input
-and output tokens apart with the output settled at the answer's end) serves
+prompt plus ``max_tokens`` at admission, Azure's per-deployment limits, a gateway's fixed
+windows, Anthropic's input and output tokens apart with the output settled at the
+answer's end) serves
 ``PARTITIONS`` enrichers of ``CAPACITY`` calls in flight each, as the job's partitions
 would (the HTTP enricher, the async wait operator and its default retry strategy; no
 Spark, so that what is measured is the pacing). Nothing is configured: the limits are
@@ -31,7 +32,14 @@ from pathlib import Path
 from typing import Any
 
 from demo.model_api import ModelApi, run_model_api
-from demo.provider_profiles import AnthropicProfile, AzureProfile, OpenAIProfile, ProviderProfile
+from demo.model_limits import ModelLimits
+from demo.provider_profiles import (
+    AnthropicProfile,
+    AzureProfile,
+    FixedWindowProfile,
+    OpenAIProfile,
+    ProviderProfile,
+)
 from spark_jobs.asyncwait import AsyncWaitOperator, Failure
 from spark_jobs.enrichers import HttpEnricher, HttpEnricherConfig, default_retry_strategy
 from spark_jobs.enrichers.model_endpoint import (
@@ -58,6 +66,10 @@ PROFILES: dict[str, tuple[str, Callable[[], ProviderProfile]]] = {
     # name: (the binding limit, the profile); a few calls' worth of headroom elsewhere
     "openai": ("tokens", lambda: OpenAIProfile(requests=300, tokens=6000, minute_s=MINUTE_S)),
     "azure": ("tokens", lambda: AzureProfile(requests=300, tokens=6000, minute_s=MINUTE_S)),
+    "fixed-window": (  # a gateway's (the demo default): counts the actual completion
+        "tokens",
+        lambda: FixedWindowProfile(ModelLimits(requests=300, tokens=1500, window_s=MINUTE_S)),
+    ),
     "anthropic": (
         "output_tokens",
         lambda: AnthropicProfile(
@@ -77,7 +89,7 @@ def model_config(profile: str) -> ModelConfig:
         model="m",
         prompt="Classify this message: {title}",
         api=api,
-        provider=profile,  # type: ignore[arg-type]
+        provider=None if profile == "fixed-window" else profile,  # type: ignore[arg-type]
         output_schema=None if api == "anthropic" else SCHEMA,
         limits_window_s=MINUTE_S,
         parameters={"max_tokens": MAX_TOKENS},
@@ -129,19 +141,19 @@ def limit_use(api: ModelApi, limit: str) -> dict[str, Any]:
     }
 
 
-async def run_profile(name: str) -> dict[str, Any]:
+async def run_profile(name: str, records: int = RECORDS) -> dict[str, Any]:
     limit, make = PROFILES[name]
     api = ModelApi(profile=make(), latency_s=LATENCY_S)
     config = model_config(name)
     started = time.monotonic()
     async with run_model_api(api) as base:
-        shares = [range(p, RECORDS, PARTITIONS) for p in range(PARTITIONS)]
+        shares = [range(p, records, PARTITIONS) for p in range(PARTITIONS)]
         outputs = await asyncio.gather(*(partition(base, config, s) for s in shares))
     failed = [o for part in outputs for o in part if isinstance(o, Failure)]
     return {
         "profile": name,
         **limit_use(api, limit),
-        "records": RECORDS,
+        "records": records,
         "dead_letters": len(failed),
         "dead_letter_errors": sorted({f.error[:120] for f in failed})[:5],
         "wall_s": round(time.monotonic() - started, 1),
