@@ -308,6 +308,21 @@ def test_hostile_resets_and_usage_never_stall_the_partition():
     assert pacing.limits["tokens"].wait_for(10**12) <= 60.0 + MAX_RESET_S
 
 
+async def test_a_call_waits_at_most_a_window_and_the_longest_reset_in_all():
+    """A hostile limit of one token a minute: the call waits its bounded time and goes."""
+    clock = _Clock()
+    config = ModelConfig(model="m", prompt="{x}", limits_window_s=1.0)
+    pacing = ModelPacing(config, partitions=1, clock=clock)
+    first, second = await pacing.admit("{}"), await pacing.admit("{}")  # nothing known yet
+    pacing.settle(first, _reply(200, _openai(1, 0, "1s")), RateController(None))
+    waiting = asyncio.ensure_future(pacing.admit("{}"))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    clock.now += 1.0 + MAX_RESET_S
+    pacing.settle(second, _reply(200, {}), RateController(None))  # wakes the waiting call
+    await asyncio.wait_for(waiting, 2.0)
+
+
 def test_the_reservation_learns_what_the_provider_counts_of_the_estimated_prompt():
     clock = _Clock()
     config = ModelConfig(model="m", prompt="{x}", limits_window_s=60.0)

@@ -38,7 +38,14 @@ from spark_jobs.asyncwait import untimed
 
 from ..attempt import Reply
 from ..rate_control import RateController
-from ..rate_headers import QuotaHint, TokenQuota, quota_hint, retry_delay, token_quotas
+from ..rate_headers import (
+    MAX_RESET_S,
+    QuotaHint,
+    TokenQuota,
+    quota_hint,
+    retry_delay,
+    token_quotas,
+)
 from ..request_budget import RequestBudget
 from .answers import usage
 from .config import ModelConfig
@@ -143,10 +150,14 @@ class ModelPacing:
 
     async def _room(self, prompt: int, completion: int) -> None:
         """Return once every limit has room for the call's charges, looking again
-        whenever an answer refunds or corrects a level."""
+        whenever an answer refunds or corrects a level; or once the call has waited a
+        window and ``MAX_RESET_S`` in all: wrong or hostile statements (a limit of one
+        token) may slow a partition, never stall it, and the provider's answer then says."""
+        give_up = self._clock() + self.config.limits_window_s + MAX_RESET_S
         while True:
             charges = self._charges(prompt, completion)  # limits may appear meanwhile
             wait = max((self.limits[k].wait_for(t) for k, t in charges.items()), default=0.0)
+            wait = min(wait, give_up - self._clock())
             if wait <= 0:
                 return
             if self._changed is None:
