@@ -67,10 +67,18 @@ ROOT = Path(__file__).resolve().parents[1]
 WINDOW_S = float(os.environ.get("BENCH_MODEL_WINDOW_S", "6"))
 """The endpoint's window: a provider's minute scaled down tenfold by default; 60 for a
 provider's own (with T, R and the records scaled up to match, the run takes longer)."""
+PROFILE = os.environ.get("BENCH_MODEL_PROFILE", "fixed-window")
+"""The endpoint's provider profile (``demo/provider_profiles.py``): ``fixed-window`` (the
+demo's windows), ``openai`` or ``azure`` (buckets charged prompt plus ``max_tokens``: give
+``BENCH_MODEL_TOKENS`` about three times the tokens for the same calls)."""
 RESULTS = (
     Path(__file__).parent
     / "results"
-    / ("model_endpoint.json" if WINDOW_S == 6 else f"model_endpoint_window_{WINDOW_S:g}s.json")
+    / (
+        ("model_endpoint" if WINDOW_S == 6 else f"model_endpoint_window_{WINDOW_S:g}s")
+        + ("" if PROFILE == "fixed-window" else f"_{PROFILE}")
+        + ".json"
+    )
 )
 TOKENS = int(os.environ.get("BENCH_MODEL_TOKENS", "3000"))
 REQUESTS = int(os.environ.get("BENCH_MODEL_REQUESTS", "300"))
@@ -101,9 +109,12 @@ PROMPT = "Classify this message: {title}"
 @contextmanager
 def endpoint() -> Iterator[tuple[str, str]]:
     """A fresh demo endpoint; yields (API base URL, control base URL)."""
-    limits = ["--tokens", str(TOKENS), "--requests", str(REQUESTS), "--window", str(WINDOW_S)]
+    limits = ["--tokens", str(TOKENS), "--requests", str(REQUESTS), "--profile", PROFILE]
+    if PROFILE == "fixed-window":
+        limits += ["--window", str(WINDOW_S)] + (["--windows-from-first-call"] if ALIGN else [])
+    else:
+        limits += ["--minute-s", str(WINDOW_S)]  # a bucket has no window to align
     command = [sys.executable, "-m", "demo.model_api", "--port", "0", "--latency", str(LATENCY_S)]
-    command += ["--windows-from-first-call"] if ALIGN else []
     process = subprocess.Popen([*command, *limits], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         match = re.search(r"http://\S+", process.stdout.readline() if process.stdout else "")
@@ -401,6 +412,7 @@ CHOSEN = os.environ.get("BENCH_MODEL_CONTENDERS", ",".join(CONTENDERS)).split(",
 def main() -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     results: dict[str, Any] = {
+        "profile": PROFILE,
         "window_s": WINDOW_S,
         "windows_from_first_call": ALIGN,
         "tokens_per_window": TOKENS,
