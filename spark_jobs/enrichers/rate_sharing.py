@@ -129,7 +129,7 @@ class ProcessNeighbours:
     one of the job's ``slots``."""
 
     def __init__(self, key: str, per_slot: float | None = None, slots: int = 1) -> None:
-        if per_slot is not None and not per_slot > 0 or slots < 1:
+        if (per_slot is not None and not per_slot > 0) or slots < 1:
             raise ValueError(f"need a rate > 0 and slots >= 1, got {per_slot!r}, {slots!r}")
         self._key, self._per_slot, self._slots = key, per_slot, slots
         self._slot = self._take_slot()
