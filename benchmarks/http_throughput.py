@@ -24,7 +24,7 @@ more room than the HTTP concurrency (the enricher's ``capacity`` still caps requ
 flight), because the operator holds a slot until a record is emitted, not just while
 its call runs. Each contender first runs one unmeasured slice per capacity: the
 connections, and the enricher's slow start, which only a worker's first partition of an
-API pays (its successors start at the rate it reached, ``learned_rates.py``), are not
+API pays (its successors start at the rate it reached, ``rate_sharing.py``), are not
 what this measures. Results go to ``benchmarks/results/http.json``.
 """
 

@@ -96,9 +96,9 @@ def spark():
 
 
 @pytest.fixture(autouse=True)
-def _no_learned_rates(monkeypatch):
-    """Each test starts as a fresh Python worker would: no rate learned by an earlier
-    test's enricher of the same loopback API (``learned_rates``) within its minute."""
-    from spark_jobs.enrichers import learned_rates
+def _no_rate_shared(monkeypatch):
+    """Each test starts as a fresh Python worker would: nothing shared with an earlier
+    test's enricher of the same loopback API (``rate_sharing``) within its minute."""
+    from spark_jobs.enrichers import rate_sharing
 
-    monkeypatch.setattr(learned_rates, "_learned", {})
+    monkeypatch.setattr(rate_sharing, "_in_process", {})

@@ -1,8 +1,8 @@
 """The private folder where the Python workers of one executor share their rate files.
 
 The tasks of an executor are separate Python processes (children of one
-``pyspark.daemon``); they pace together through small files (``executor_rate.py``,
-``executor_board.py``). At a predictable path in the shared temp folder another local user
+``pyspark.daemon``); they pace together through a small file per API
+(``rate_sharing.py``). At a predictable path in the shared temp folder another local user
 could plant those files, or a symlink to a file of ours, ahead of the job: a schedule that
 stalls every send, or writes through a link into whatever it names. So they live in one
 folder of the current user only, ``resumable-enrichment-rate-<uid>``, under Spark's own

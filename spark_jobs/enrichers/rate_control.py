@@ -7,7 +7,7 @@ moves the rate itself:
 
 * **slow start**: without a ``--requests-per-second`` it starts at ``START_RATE`` and
   doubles every tenth of a second until the first throttled answer, like TCP (or at the share
-  a predecessor in the worker found: ``learned_rates.py``);
+  a predecessor found: ``rate_sharing.py``);
 * **multiplicative decrease**: a *rate limit* cuts the rate to ``BETA`` x the rate the
   server *accepted* over the last second (its answers that were not throttled: with a
   hard limit, about this partition's share of it; the rate sent overshoots by the calls
@@ -29,13 +29,13 @@ moves the rate itself:
 
 Each partition runs its own controller: partitions sharing a limit all see its 429s in
 the same window and cut together, so they settle on about equal shares without talking
-to each other. The tasks of one executor also share what they found: the executor's
-total at the last cut, split max-min fair over its tasks (``executor_board.py``), so a
-task left alone takes the share of one that ended at once instead of a probe's seconds,
-and one that joins (at its first send) takes its share before any 429. A given
-``--requests-per-second`` stays a hard ceiling (per executor:
-``executor_rate.py``), a ``RateLimit-Policy`` another. The rate grows only while it is
-used (at most twice the rate sent), so an idle spell does not end in a burst.
+to each other. Its neighbours (``rate_sharing.py``) also share what they found: the
+total at the last cut, split max-min fair, so a task left alone takes the share of one
+that ended at once instead of a probe's seconds, and one that joins (at its first send)
+takes its share before any 429. A given ``--requests-per-second`` stays a hard ceiling
+(its schedule shared by the neighbours), a ``RateLimit-Policy`` another. The rate grows
+only while it is used (at most twice the rate sent), so an idle spell does not end in a
+burst.
 """
 
 from __future__ import annotations
@@ -48,10 +48,8 @@ from collections.abc import Callable
 
 from spark_jobs import defaults
 
-from .executor_board import ExecutorBoard
-from .executor_rate import ExecutorSchedule
-from .learned_rates import LearnedRate
 from .rate_headers import MAX_RESET_S, QuotaHint
+from .rate_sharing import Found, Neighbours
 
 START_RATE = 50.0
 """Requests/s a partition starts at when no rate is given; slow start doubles it quickly."""
@@ -99,8 +97,8 @@ class RateController:
     goes out. Per answer: :meth:`accepted` for one the server worked on, :meth:`throttled`
     for a 429 or a 503 with ``Retry-After``, :meth:`observe_quota` for rate-limit headers.
     ``window`` and ``share`` tell sustained throttling from isolated 429s (the config's
-    ``throttle_window`` and ``throttle_share``); every send time is also taken from the
-    executor's schedule, if ``shared``.
+    ``throttle_window`` and ``throttle_share``); a given rate's every send time is also
+    taken from the ``neighbours``' schedule, and :meth:`leave` ends it.
     """
 
     def __init__(
@@ -109,10 +107,7 @@ class RateController:
         *,
         window: int = defaults.THROTTLE_WINDOW,
         share: float = defaults.THROTTLE_SHARE,
-        start_rate: float = START_RATE,
-        learned: float | None = None,
-        shared: ExecutorSchedule | None = None,
-        board: ExecutorBoard | None = None,
+        neighbours: Neighbours | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if ceiling is not None and not ceiling > 0:
@@ -120,18 +115,16 @@ class RateController:
         if window < 1 or not 0 < share <= 1:
             raise ValueError(f"need window >= 1 and share in (0, 1], got {window!r}, {share!r}")
         self.ceiling = ceiling
-        # accepted at the last cut (w_max); a predecessor's (``learned_rates``) to start
-        self.ceiling_hint: float | None = learned if ceiling is None else None
-        self.slow_start = ceiling is None and self.ceiling_hint is None
-        hint = self.ceiling_hint
-        self.rate = ceiling or (max(APPROACH * hint, MIN_RATE) if hint else start_rate)
+        self.ceiling_hint: float | None = None  # accepted at the last cut (w_max)
+        self.slow_start = ceiling is None
+        self.rate = ceiling or START_RATE
         self.decreases = 0
         self.epoch = 0  # changes with every cut or pause: waiting slots are taken anew
         self._policy_rate: float | None = None
-        self._shared = shared  # the executor's schedule, when its tasks pace together
-        # what the executor's tasks found, when no rate is given; joined at the first send
-        self._board = board if ceiling is None else None
-        self._joined = self._board is None
+        self._neighbours = neighbours  # joined at the first send
+        self._shared = neighbours if ceiling is not None else None  # a given rate's schedule
+        self._board = neighbours if ceiling is None else None  # what they found, if none given
+        self._joined = neighbours is None
         self._clock = clock
         now = clock()
         self._born = now
@@ -155,15 +148,24 @@ class RateController:
         self._held_back = False  # a send waited for its slot this tick: more is wanted
         self._peak_accepted = 0.0  # the most accepted over a second, at a tick
 
-    def found(self) -> LearnedRate | None:
+    def found(self) -> Found | None:
         """What this partition found of the API's rate, for its successor: the share at
         its last cut, else (still in slow start) the most it was accepted at."""
         if self.ceiling_hint is not None:
-            return LearnedRate(self.ceiling_hint, limited=True)
+            return Found(self.ceiling_hint, limited=True)
         self._note_peak(self._clock())
         if self.slow_start and self._peak_accepted > 0:
-            return LearnedRate(self._peak_accepted, limited=False)
+            return Found(self._peak_accepted, limited=False)
         return None
+
+    def leave(self) -> None:
+        """The partition ends: its place among the neighbours is given back, and what it
+        found (of a limit nobody gave) left to its successor."""
+        if self._neighbours is not None:
+            found = self.found() if self.ceiling is None else None
+            self._neighbours.leave(found, self._clock())
+            self._neighbours = self._shared = self._board = None
+            self._joined = True  # alone from here on
 
     def _note_peak(self, now: float) -> None:
         """The most answers accepted per second so far, over the last second or the
@@ -175,25 +177,26 @@ class RateController:
             self._peak_accepted = max(self._peak_accepted, accepted / span)
 
     def _now(self) -> float:
-        """The clock; at the first send, the place on the executor's board taken too."""
+        """The clock; at the first send, the place among the neighbours taken too."""
         now = self._clock()
         if not self._joined:
             self._join(now)
         return now
 
     def _join(self, now: float) -> None:
-        """Take a place on the executor's board at the first send (not before: a task
-        still reading its input uses no share). The fair share found there is fresher
-        than a predecessor's; the rate climbs to it from what the others leave unused."""
+        """Take a place among the neighbours at the first send (not before: a task still
+        reading its input uses no share), and start at what they found: a share the rate
+        climbs to from what the others leave unused, or a floor slow start goes on from."""
         self._joined = True
-        board = self._board
-        assert board is not None  # only a controller with a board joins
-        board.publish(0.0, now, True)  # here from now on: the executor's share is split anew
-        fair = board.fair_share(now)
-        if not fair:
+        assert self._neighbours is not None  # only a controller with neighbours joins
+        found = self._neighbours.join(now)
+        if found is None or self._board is None:
             return
-        self.ceiling_hint, self.slow_start = fair, False
-        self._set_rate(min(APPROACH * fair, board.spare(now)))
+        if found.limited:
+            self.ceiling_hint, self.slow_start = found.rate, False
+            self._set_rate(min(APPROACH * found.rate, found.spare))
+        else:
+            self._set_rate(max(self.rate, found.rate))
         self._born = self._tick_start = self._next = now
         self._tick_at = now + TICK_S
 
@@ -357,9 +360,9 @@ class RateController:
         self._set_rate(min(rate, max(used, self.rate)))
 
     def _executor_hint(self, now: float) -> float | None:
-        """The share found, moved to the executor's fair share where that is well off it
-        (``executor_board.py``): above, a neighbour left or wants no more; below, one
-        joined or wants more, and the rate gives way at once, not at the next 429s."""
+        """The share found, moved to the neighbours' fair share where that is well off
+        it: above, a neighbour left or wants no more; below, one joined or wants more,
+        and the rate gives way at once, not at the next 429s."""
         hint = self.ceiling_hint
         if self._board is None or hint is None or self.slow_start:
             return hint

@@ -36,8 +36,9 @@ from .errors import (
     snippet,
 )
 from .hedging import HedgeDelay, race
+from .rate_control import RateController
 from .rate_headers import QuotaHint, quota_hint, retry_delay
-from .rate_pacing import RatePacing
+from .rate_sharing import open_neighbours
 from .redirects import REDIRECT_STATUSES, Hop, RedirectRefused, next_hop
 from .request_budget import RequestBudget
 from .secrets import Secret
@@ -60,8 +61,12 @@ class RequestSender:
         self.session: aiohttp.ClientSession | None = None
         self._secrets: list[Secret] = []
         self._budget = request_budget
-        self._rate_pacing = RatePacing(config)
-        self.rate = self._rate_pacing.controller
+        self.rate = RateController(
+            config.requests_per_second,
+            window=config.throttle_window,
+            share=config.throttle_share,
+            neighbours=open_neighbours(config),
+        )
         self.limiter = concurrency_limit(config.capacity, config.concurrency)
         self._limits = AttemptLimits(
             first_byte=config.first_byte_timeout,
@@ -95,7 +100,7 @@ class RequestSender:
     async def close(self) -> None:
         if self.stragglers is not None:
             await self.stragglers.aclose()
-        self._rate_pacing.close()
+        self.rate.leave()
         if self.session is not None:
             await self.session.close()
             self.session = None

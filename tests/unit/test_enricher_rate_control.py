@@ -10,6 +10,7 @@ import pytest
 from spark_jobs import defaults
 from spark_jobs.enrichers.rate_control import MIN_RATE, START_RATE, THROTTLED_RUN, RateController
 from spark_jobs.enrichers.rate_headers import MAX_RESET_S, QuotaHint
+from spark_jobs.enrichers.rate_sharing import ProcessNeighbours
 
 
 class FakeClock:
@@ -138,9 +139,12 @@ def test_a_successor_starting_at_its_predecessors_share_spares_the_neighbours_42
         server = FixedWindowServer(200)
         predecessor, neighbour = RateController(clock=clock), RateController(clock=clock)
         simulate(server, [predecessor, neighbour], clock, 60)
-        learned = predecessor.ceiling_hint if start == "learned" else None
-        successor = RateController(learned=learned, clock=clock)
-        assert successor.slow_start is (learned is None)
+        neighbours = ProcessNeighbours(start)
+        if start == "learned":
+            neighbours.leave(predecessor.found(), clock.now)
+        successor = RateController(clock=clock, neighbours=ProcessNeighbours(start))
+        successor.reserve()  # its first send: it starts at what was handed on
+        assert successor.slow_start is (start == "slow start")
         calls, refused, begin = server.calls, server.throttled, clock.now
         simulate(server, [successor, neighbour], clock, 6)
         throughputs[start] = ok_per_second(server, begin + 1, begin + 6)
