@@ -3,14 +3,12 @@ processes): OpenAI's answers for an account without credit and for a rate limit.
 
 from __future__ import annotations
 
-import asyncio
-import threading
 import time
 from collections import Counter
 
 from aiohttp import web
 
-from .http_support import serve
+from .http_support import ThreadedServer
 
 QUOTA = "You exceeded your current quota, please check your plan and billing details."
 SPENT = {
@@ -27,7 +25,7 @@ RATE = {
 }
 
 
-class ProviderAccount:
+class ProviderAccount(ThreadedServer):
     """``GET /customers/<id>`` as a provider serves one account: ``429 insufficient_quota``
     (OpenAI's body) to every call while ``spent``, a customer otherwise; ``rate_limited``
     first calls of each record answer ``429 rate_limit_exceeded`` first. Runs in its own
@@ -35,14 +33,10 @@ class ProviderAccount:
     ``first_call`` is when the first arrived (monotonic)."""
 
     def __init__(self, *, spent: bool, rate_limited: int = 0) -> None:
+        super().__init__()
         self.spent, self.rate_limited = spent, rate_limited
         self.calls: Counter[str] = Counter()
         self.first_call: float | None = None
-        self.url = ""
-        self._started = threading.Event()
-        self._stop: asyncio.Event | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread = threading.Thread(target=asyncio.run, args=(self._serve(),), daemon=True)
 
     async def _answer(self, request: web.Request) -> web.Response:
         key = request.path.rsplit("/", 1)[-1]
@@ -53,22 +47,3 @@ class ProviderAccount:
         if self.calls[key] <= self.rate_limited:
             return web.json_response({"error": RATE}, status=429, headers={"Retry-After": "0"})
         return web.json_response({"id": key, "name": f"n-{key}", "score": 1.0})
-
-    async def _serve(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
-        async with serve(self._answer) as url:
-            self.url = url
-            self._started.set()
-            await self._stop.wait()
-
-    def __enter__(self) -> ProviderAccount:
-        self._thread.start()
-        if not self._started.wait(30):
-            raise RuntimeError("the provider did not start")
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._loop is not None and self._stop is not None
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(30)
