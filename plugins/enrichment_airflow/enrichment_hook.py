@@ -22,8 +22,8 @@ from airflow.sdk.exceptions import AirflowFailException
 from enrichment_airflow.namespace import snapshot_root
 from enrichment_airflow.spark_master import env_stays_off_command_line
 from spark_jobs.defaults import DEAD_LETTER_RETRY_SUFFIX
+from spark_jobs.records.summary import JobSummary
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
-from spark_jobs.snapshots.contracts import JobSummary
 from spark_jobs.snapshots.resume import resume_progress
 
 TOKEN_ENV = "ENRICHMENT_API_TOKEN"

@@ -33,7 +33,7 @@ from enrichment_airflow.run_outcome import fail_run, finish_run
 from enrichment_airflow.spark_master import spark_master
 from spark_jobs import defaults
 from spark_jobs.driver.spark_logging import with_java_options
-from spark_jobs.snapshots.contracts import JobSummary
+from spark_jobs.records.summary import JobSummary
 
 ENRICH_JOB = str(Path(spark_jobs.__file__).parent / "enrich_job.py")
 

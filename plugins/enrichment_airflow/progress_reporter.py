@@ -26,8 +26,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
+from spark_jobs.records.summary import JobSummary
+from spark_jobs.records.values import format_count
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
-from spark_jobs.snapshots.contracts import JobSummary, format_count
 from spark_jobs.snapshots.stall import stall_of
 
 if TYPE_CHECKING:  # the web view imports this module too: no Airflow import at run time

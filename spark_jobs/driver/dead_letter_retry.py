@@ -20,8 +20,8 @@ from spark_jobs.defaults import DEAD_LETTER_RETRY_SUFFIX
 from spark_jobs.driver.current_result import NoDataError, PublishedResult, read_result
 from spark_jobs.driver.input_reader import with_helper_columns
 from spark_jobs.driver.publish import rejected_for
+from spark_jobs.records.summary import JobSummary
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
-from spark_jobs.snapshots.contracts import JobSummary
 from spark_jobs.spec.job_spec import JobSpec
 from spark_jobs.spec.option_values import parse_error_classes
 from spark_jobs.spec.spec_error import SpecError

@@ -49,6 +49,7 @@ from spark_jobs.driver.spark_session import cancel_running, check_java, spark_se
 from spark_jobs.driver.summary import build_summary
 from spark_jobs.driver.task_slots import spark_conf, with_running_partitions
 from spark_jobs.exit_status import ExitStatus
+from spark_jobs.records.summary import JobSummary
 from spark_jobs.snapshots import (
     Heartbeat,
     LeaseError,
@@ -57,7 +58,6 @@ from spark_jobs.snapshots import (
     SnapshotStore,
 )
 from spark_jobs.snapshots.budget_ledger import discard_other_runs
-from spark_jobs.snapshots.contracts import JobSummary
 from spark_jobs.snapshots.lease_holder import this_process
 from spark_jobs.snapshots.namespace_progress import ProgressFolder
 from spark_jobs.snapshots.resume import Decision, ResumeRefusedError, decide

@@ -28,8 +28,8 @@ import fsspec
 from fsspec import AbstractFileSystem
 
 from spark_jobs.driver.current_result import RESULT, SUMMARY, read_result, relative_to
+from spark_jobs.records.summary import JobSummary
 from spark_jobs.snapshots import LeaseError
-from spark_jobs.snapshots.contracts import JobSummary
 from spark_jobs.snapshots.paths import basename
 from spark_jobs.snapshots.storage import has_atomic_rename
 

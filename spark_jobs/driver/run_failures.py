@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from spark_jobs.exit_status import ExitStatus
+from spark_jobs.records.summary import JobSummary
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
-from spark_jobs.snapshots.contracts import JobSummary, PartitionStats
+from spark_jobs.snapshots.contracts import PartitionStats
 from spark_jobs.spec.failure_options import dead_letter_limit
 
 logger = logging.getLogger("enrich_job")

@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from spark_jobs.driver.accounting import CallAccounting, account_calls
+from spark_jobs.records.summary import BudgetStop, JobSummary
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
-from spark_jobs.snapshots.contracts import BudgetStop, JobSummary
 from spark_jobs.snapshots.progress_record import PartitionEntry, ProgressRecord
 from spark_jobs.spec.job_spec import JobSpec
 from spark_jobs.spec.model_options import model_config, token_report

@@ -6,46 +6,19 @@ the snapshot page. A crafted ``"requests_made": "x"`` once reached them as a str
 raised ``TypeError`` far from the file (a 500 for the page's whole list). Each known
 counter is checked here instead, so a document with a bad one is corrupt where it is
 read: the previous commit is used, or the namespace is shown as unreadable. Unknown keys
-are left alone (a newer version may add some).
+are left alone (a newer version may add some). What a value may be is
+``spark_jobs/records/values.py``'s, what a summary holds ``spark_jobs/records/summary.py``'s.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from spark_jobs.records.summary import check_summary
+from spark_jobs.records.values import is_count, is_flag, is_number, is_optional_text, is_text
+
 from .documents import ManifestError
-
-_INT64 = 2**63
-
-
-def is_count(value: Any) -> bool:
-    """A whole number a counter can hold (not a bool, not negative, within int64)."""
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _INT64
-
-
-def is_number(value: Any) -> bool:
-    """A finite non-negative number (a duration, a cost, a memory size)."""
-    return (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and 0 <= value < _INT64
-    )
-
-
-def is_flag(value: Any) -> bool:
-    return isinstance(value, bool)
-
-
-def is_text(value: Any) -> bool:
-    return isinstance(value, str)
-
-
-def is_optional_text(value: Any) -> bool:
-    return value is None or isinstance(value, str)
-
 
 #: Outcomes a stored count of calls by outcome may name, and how long a name may be: above
 #: what the enricher writes (``enrichers/call_outcomes.py``: 8 and "other", a status and
@@ -78,8 +51,6 @@ _STATS: dict[str, Callable[[Any], bool]] = {
     "systemic_failure": is_optional_text,
     "recent_calls": is_outcome_counts,
 }
-#: What a completion record's summary counts (``summary.py``), and its ``cost`` values.
-SUMMARY_COUNTS = ("partitions", "records_in", "enriched", "dead_letters", "requests_made")
 
 
 def check_stats(stats: Mapping[str, Any]) -> None:
@@ -97,21 +68,8 @@ def check_completion(record: Any, what: str) -> dict[str, Any]:
         raise ManifestError(f"{what}: not a JSON object")
     summary = record.get("summary")
     if summary is not None:
-        check_summary(summary, f"{what}: summary")
+        try:
+            check_summary(summary, f"{what}: summary")
+        except ValueError as error:
+            raise ManifestError(str(error)) from None
     return record
-
-
-def check_summary(summary: Any, what: str) -> None:
-    """Raises :class:`ManifestError` naming the first of a job summary's counts or costs
-    that is not a number (``what`` names the document: ``completion record: summary``)."""
-    if not isinstance(summary, dict):
-        raise ManifestError(f"{what} is not an object")
-    for name in SUMMARY_COUNTS:
-        if name in summary and not is_count(summary[name]):
-            raise ManifestError(f"{what}.{name} is {summary[name]!r:.40}, not a count")
-    cost = summary.get("cost", {})
-    if not isinstance(cost, dict):
-        raise ManifestError(f"{what}.cost is not an object")
-    for name, value in cost.items():
-        if not is_number(value):
-            raise ManifestError(f"{what}.cost.{name} is {value!r:.40}, not a number")

@@ -1,5 +1,5 @@
-"""The typed records between layers (``snapshots/contracts.py``): round trips, hostile
-documents, and the on-disk forms written before the records were typed.
+"""The typed records between layers (``records/summary.py``, ``snapshots/contracts.py``):
+round trips, hostile documents, and the on-disk forms written before the records were typed.
 
 ``data/written_by_0fa1343/`` was written by the code of commit 0fa1343 (stats and summary
 as plain dicts): a partition runner's namespace (a commit, its segments, the attempt
@@ -16,8 +16,10 @@ from typing import Any
 
 import pytest
 
+from spark_jobs.records.summary import BudgetStop, JobSummary
+from spark_jobs.records.values import format_count
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
-from spark_jobs.snapshots.contracts import BudgetStop, JobSummary, PartitionStats, format_count
+from spark_jobs.snapshots.contracts import PartitionStats
 from spark_jobs.snapshots.resume import read_progress
 
 OLD = Path(__file__).parent / "data" / "written_by_0fa1343"

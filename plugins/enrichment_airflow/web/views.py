@@ -28,8 +28,8 @@ from enrichment_airflow.web.models import (
 )
 from enrichment_airflow.web.partitions import partition_count, partition_page, utc
 from spark_jobs.driver.summary import cost_report
+from spark_jobs.records.summary import JobSummary
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
-from spark_jobs.snapshots.contracts import JobSummary
 from spark_jobs.snapshots.progress_record import ProgressRecord, ProgressRecordError
 from spark_jobs.snapshots.stall import Stall, stall_of
 

@@ -1,0 +1,217 @@
+"""The job summary: what a run did (``_SUMMARY.json``, the completion record's ``summary``,
+the Airflow task's XCom, the Asset event's extra).
+
+The driver writes it (``driver/summary.py`` builds it from the run's counts); the hook,
+the progress line, the snapshot page, the DAG, lineage and metrics read it. A frozen
+dataclass with ``to_json`` (the stored form, keys and meaning as they always were) and
+``from_json``, so a reader asks ``summary.records_in`` instead of re-parsing a dict by
+string key, and each message about it is built here once.
+
+A stored summary is hostile input, so ``from_json`` checks every value
+(``values.py``) and raises ``ValueError`` naming the field. A missing field takes the
+value older versions meant by leaving it out (a count of 0, False, None): documents
+written before a field existed still read. An unknown field is kept in ``extra`` and
+written again, so a summary passed on (the XCom) loses nothing; a newer version may add
+some.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from .values import format_count, is_count, is_flag, is_number, is_optional_text, is_text
+
+#: What a summary counts, and what a completion record's summary is checked for when the
+#: store reads it.
+SUMMARY_COUNTS = ("partitions", "records_in", "enriched", "dead_letters", "requests_made")
+
+
+def check_summary(summary: Any, what: str) -> None:
+    """Raises ``ValueError`` naming the first of a job summary's counts or costs that is
+    not a number (``what`` names the document: ``completion record: summary``)."""
+    if not isinstance(summary, dict):
+        raise ValueError(f"{what} is not an object")
+    for name in SUMMARY_COUNTS:
+        if name in summary and not is_count(summary[name]):
+            raise ValueError(f"{what}.{name} is {summary[name]!r:.40}, not a count")
+    cost = summary.get("cost", {})
+    if not isinstance(cost, dict):
+        raise ValueError(f"{what}.cost is not an object")
+    for name, value in cost.items():
+        if not is_number(value):
+            raise ValueError(f"{what}.cost.{name} is {value!r:.40}, not a number")
+
+
+@dataclass(frozen=True)
+class BudgetStop:
+    """Where a run stopped by its budget (``--max-requests``, ``--max-cost``) left off:
+    its summary counts what the snapshots hold, and the next run resumes."""
+
+    records_done: int
+    records_left: int
+    partitions_stopped: tuple[int, ...]
+
+    def describe(self, records_in: int, what: str = "request") -> str:
+        """``request budget spent: 100 of 300 records done, 200 left``: the one wording,
+        to which the job and the Airflow task each add what to do next."""
+        return (
+            f"{what} budget spent: {self.records_done} of {records_in} records done, "
+            f"{self.records_left} left"
+        )
+
+
+#: What each of the summary's other fields must be, beyond ``check_summary``'s counts.
+_SUMMARY_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "replayed_from_snapshot": is_count,
+    "epochs": is_count,
+    "run_id": is_text,
+    "output": is_text,
+    "resumed": is_flag,
+    "budget_exhausted": is_flag,
+    "duration_s": is_number,
+    "python_worker_peak_rss_mb": is_number,
+    "watermark": lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool)),
+    "failed": is_optional_text,
+    "records_done": is_count,
+    "records_left": is_count,
+    "partitions_stopped": lambda v: isinstance(v, list) and all(map(is_count, v)),
+    "accounting": lambda v: isinstance(v, dict),
+    "lineage_parent": lambda v: isinstance(v, dict),
+    "dead_letter_retry": lambda v: isinstance(v, dict),
+    "result": is_optional_text,
+}
+_BUDGET = ("budget_exhausted", "records_done", "records_left", "partitions_stopped")
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """What a run did: ``_SUMMARY.json``, the completion record's ``summary``, the XCom.
+
+    ``budget`` is set when the run stopped on its budget (its output is partial, the
+    snapshots are kept); ``failed`` is the reason of a result a dead-letter ceiling
+    rejected; ``dead_letter_retry`` the retry's own counts in a merged summary. ``extra``
+    holds keys this version does not know, and ``result`` (the run folder ``_SUMMARY.json``
+    names, added when published: ``current_result.py``).
+    """
+
+    records_in: int
+    enriched: int
+    dead_letters: int
+    run_id: str = ""
+    replayed_from_snapshot: int = 0
+    requests_made: int = 0
+    accounting: Mapping[str, Any] = field(default_factory=dict)
+    resumed: bool = False
+    epochs: int = 0
+    duration_s: float = 0.0
+    watermark: int | None = None
+    partitions: int = 0
+    python_worker_peak_rss_mb: float = 0.0
+    output: str = ""
+    cost: Mapping[str, float] = field(default_factory=dict)
+    lineage_parent: Mapping[str, Any] | None = None
+    budget: BudgetStop | None = None
+    dead_letter_retry: Mapping[str, Any] | None = None
+    failed: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def records_done(self) -> int:
+        """Records with an outcome in the output: enriched or dead letter."""
+        return self.enriched + self.dead_letters
+
+    @property
+    def estimated_cost(self) -> float | None:
+        return self.cost.get("estimated_cost")
+
+    @property
+    def result(self) -> str | None:
+        value = self.extra.get("result")
+        return value if isinstance(value, str) else None
+
+    def describe_completed(self) -> str:
+        """``completed: 12 000 of 12 000 records (3 dead letters)``: the snapshot page."""
+        done, total = format_count(self.records_done), format_count(self.records_in)
+        return f"completed: {done} of {total} records ({self._dead()})"
+
+    def describe_published(self) -> str:
+        """``12 000 / 12 000 done (3 dead letters), output published``: the Airflow
+        task's progress line, in the form of its running ones."""
+        done, total = format_count(self.records_done), format_count(self.records_in)
+        return f"{done} / {total} done ({self._dead()}), output published"
+
+    def _dead(self) -> str:
+        return f"{format_count(self.dead_letters)} dead letters"
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form, keys in the order the driver always wrote them."""
+        document: dict[str, Any] = {
+            name: _plain(getattr(self, name)) for name in _WRITTEN if name != "cost"
+        }
+        document["cost"] = dict(self.cost)
+        for name in ("lineage_parent", "dead_letter_retry", "failed"):
+            if getattr(self, name) is not None:
+                document[name] = _plain(getattr(self, name))
+        if self.budget is not None:
+            document["budget_exhausted"] = True
+            document["records_done"] = self.budget.records_done
+            document["records_left"] = self.budget.records_left
+            document["partitions_stopped"] = list(self.budget.partitions_stopped)
+        return {**document, **self.extra}
+
+    @classmethod
+    def from_json(cls, document: Any, what: str = "summary") -> JobSummary:
+        """A stored summary; ValueError naming the first field that is missing or of the
+        wrong type (``what`` names the document in the message)."""
+        check_summary(document, what)
+        for name in ("records_in", "enriched", "dead_letters"):
+            if name not in document:
+                raise ValueError(f"{what}.{name} is missing")
+        for name, valid in _SUMMARY_CHECKS.items():
+            if name in document and not valid(document[name]):
+                raise ValueError(f"{what}.{name}: unexpected value {document[name]!r:.40}")
+        known = {f.name for f in fields(cls)} - {"budget", "extra"}
+        values = {name: document[name] for name in known if name in document}
+        for name in ("duration_s", "python_worker_peak_rss_mb"):
+            values[name] = float(values.get(name, 0.0))
+        budget = _budget_of(document)
+        if budget is not None:
+            known |= set(_BUDGET)
+        extra = {k: v for k, v in document.items() if k not in known}
+        return cls(**values, budget=budget, extra=extra)
+
+
+#: The fields every summary writes, in order (``cost`` last of them).
+_WRITTEN = (
+    "run_id",
+    "records_in",
+    "enriched",
+    "dead_letters",
+    "replayed_from_snapshot",
+    "requests_made",
+    "accounting",
+    "resumed",
+    "epochs",
+    "duration_s",
+    "watermark",
+    "partitions",
+    "python_worker_peak_rss_mb",
+    "output",
+    "cost",
+)
+
+
+def _plain(value: Any) -> Any:
+    return dict(value) if isinstance(value, Mapping) else value
+
+
+def _budget_of(document: Mapping[str, Any]) -> BudgetStop | None:
+    if not document.get("budget_exhausted"):
+        return None
+    return BudgetStop(
+        records_done=document.get("records_done", 0),
+        records_left=document.get("records_left", 0),
+        partitions_stopped=tuple(document.get("partitions_stopped", ())),
+    )
