@@ -31,8 +31,8 @@ install: $(STAMP)
 PYTEST_WORKERS ?= 3
 PYTEST_DIST = -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
-# The driver JVM's class archive (spark_jobs/driver/class_archive.py), written once per
-# machine before the suite, so that no test's job run pays for writing it.
+# The driver JVM's class archive (spark_jobs/driver/class_archive.py): written only by this
+# command (a run maps it when present, and never writes it); kept when a JVM maps it.
 jvm-archive: $(STAMP)
 	$(PY) -m spark_jobs.driver.write_class_archive
 
