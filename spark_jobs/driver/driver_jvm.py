@@ -4,9 +4,9 @@ and the JIT compiler's, added after the user's own options, never instead of the
 
 The JIT: the JVM's own tiers unless asked otherwise. Under ``local[*]`` that JVM is the
 whole of Spark (reading the input, a shuffle, Arrow to and from the Python workers,
-writing Parquet), and C1 alone makes that work 25-35 % slower for a start a few seconds
-quicker on 2 cores (docs/performance.md, "The driver JVM's defaults"): a trade a user
-makes for a small run, not one made for them. ``ENRICH_JVM_JIT=quick`` asks for C1 alone
+writing Parquet), and C1 alone made that work 44 % slower for a first call 1.25 s sooner
+on 2 cores (docs/performance.md, "The driver JVM's defaults"): a trade a user makes for a
+small run, not one made for them. ``ENRICH_JVM_JIT=quick`` asks for C1 alone
 (``-XX:TieredStopAtLevel=1``); JIT options of the user's own are left alone. Under
 ``spark-submit`` (the Airflow operator's route) or over Spark Connect nothing changes: no
 JVM is launched here.
@@ -45,7 +45,7 @@ def jit_options(environ: Mapping[str, str] | None = None) -> str:
     if choice not in _JIT_OPTIONS:
         raise SpecError(
             f"{JIT_SETTING}={setting!r}: full (the JVM's own tiers, the default) or quick "
-            "(C1 alone: a start some seconds quicker, the JVM's own work 25-35 % slower)"
+            "(C1 alone: a first call about a second sooner, the JVM's own work some 45 % slower)"
         )
     return "" if chosen_elsewhere(_JIT_CHOSEN_ELSEWHERE, env) else _JIT_OPTIONS[choice]
 
