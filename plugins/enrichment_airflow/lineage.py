@@ -110,7 +110,7 @@ def lineage_on_complete(
         requestsMade=requests,
         replayedFromSnapshot=summary.replayed_from_snapshot,
         resumed=summary.resumed,
-        cost=dict(summary.cost),
+        cost=summary.cost.to_json(),
         runId=summary.run_id,
         result=summary.result,
     )

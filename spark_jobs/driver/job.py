@@ -16,6 +16,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -48,6 +49,8 @@ from spark_jobs.driver.spark_session import cancel_running, check_java, spark_se
 from spark_jobs.driver.summary import build_summary
 from spark_jobs.driver.task_slots import spark_conf, with_running_partitions
 from spark_jobs.exit_status import ExitStatus
+from spark_jobs.records.completion import CompletionRecord
+from spark_jobs.records.job_record import JobRecord
 from spark_jobs.records.summary import JobSummary
 from spark_jobs.snapshots import (
     Heartbeat,
@@ -177,14 +180,14 @@ def _run_holding_lease(
     executors_ready()
     decision = _open_namespace(store, key, spec, job_record)
     if decision.completed is not None:
-        return JobSummary.from_json(decision.completed["summary"], "completion record: summary")
+        return _published(decision.completed)
     spec = with_running_partitions(spec, spark_conf(spark))
     discard_other_runs(spec.snapshot_dir, store.namespace_path(key), run_id)
 
     from pyspark.sql.pandas.types import from_arrow_schema
 
     schema = output_arrow_schema(frame.schema, spec)
-    enrich = _partition_function(spec, key, job_record["fingerprint"], sizes, schema, run_id)
+    enrich = _partition_function(spec, key, job_record.fingerprint, sizes, schema, run_id)
     enriched = partitioned.mapInArrow(enrich, from_arrow_schema(schema))
     staging = staging_for(spec.output, run_id)
     folder = _progress_folder(store, key, spec, run_id, records_in, lease)
@@ -209,15 +212,15 @@ def _run_holding_lease(
             retry.merge_into(spark, staging)
             summary = retry.summary(summary)
         fail_if(store, key, job_record, run_id, _ceiling(spec, staging, summary))
-        publish(staging, spec.output, summary.to_json(), lease.holds)
+        publish(staging, spec.output, summary, lease.holds)
     finally:
         discard(staging)  # unless a summary names it (published, or set aside)
     logger.info("summary: %s", json.dumps(summary.to_json(), sort_keys=True))
     if summary.budget is None:  # else the snapshots are what the next run resumes
-        completion = {"fingerprint": job_record["fingerprint"], "run_id": run_id}
-        _close_namespace(store, key, spec, {**completion, "summary": summary.to_json()})
+        completion = CompletionRecord(job_record.fingerprint, run_id, summary)
+        _close_namespace(store, key, spec, completion)
         if retry is not None:
-            _close_retry(store, key, retry, {**completion, "summary": summary.to_json()})
+            _close_retry(store, key, retry, completion)
     return summary
 
 
@@ -239,12 +242,19 @@ def _read(spark: SparkSession, spec: JobSpec) -> tuple[DataFrame, float]:
     return read_input(spark, spec), started
 
 
+def _published(completed: CompletionRecord) -> JobSummary:
+    """The summary of a job already published: the completion record's."""
+    if completed.summary is None:
+        raise ValueError("completion record: summary is missing")
+    return completed.summary
+
+
 def _close_retry(
-    store: SnapshotStore, key: NamespaceKey, retry: DeadLetterRetry, completion: dict[str, Any]
+    store: SnapshotStore, key: NamespaceKey, retry: DeadLetterRetry, completion: CompletionRecord
 ) -> None:
     """The original namespace of a dead-letter retry is complete with the merged result,
     under the fingerprint of the run whose dead letters were retried."""
-    retry.close(store, key, {**completion, "fingerprint": original_fingerprint(store, key)})
+    retry.close(store, key, replace(completion, fingerprint=original_fingerprint(store, key)))
 
 
 def _progress_folder(
@@ -263,33 +273,26 @@ def _progress_folder(
 
 def _ceiling(spec: JobSpec, staging: str, summary: JobSummary) -> RunFailed | None:
     """A crossed dead-letter ceiling; its result is set aside beside the output."""
-    failure = dead_letter_ceiling(summary.to_json(), spec.max_dead_letters)
+    failure = dead_letter_ceiling(summary, spec.max_dead_letters)
     if failure is not None and failure.summary is not None:
         set_aside(staging, spec.output, failure.summary)
     return failure
 
 
-def _job_record(frame: DataFrame, spec: JobSpec, records_in: int) -> dict[str, Any]:
+def _job_record(frame: DataFrame, spec: JobSpec, records_in: int) -> JobRecord:
     """What this run is: its inputs' and enrichment's fingerprint, and its size."""
-    identity: dict[str, Any] = {
-        "inputs": input_fingerprint(frame),
-        "enrichment": spec.enrichment_identity(),
-    }
+    inputs, enrichment = input_fingerprint(frame), spec.enrichment_identity()
     reader = reader_identity(spec.input_format, spec.input_options)
-    if reader is not None:  # absent as before for JSON lines and Parquet read as always
-        identity["reader"] = reader
-    if spec.retry_dead_letters:  # the rows chosen are part of what the retry's input is
-        identity["dead_letter_retry"] = spec.retry_dead_letters
-    job_record: dict[str, Any] = {**identity, "fingerprint": _digest(identity)}
-    job_record["records_in"] = records_in
-    return job_record
+    retried = spec.retry_dead_letters or None  # the rows chosen are part of the input
+    record = JobRecord("", inputs, enrichment, reader, retried, records_in)
+    return replace(record, fingerprint=_digest(record.identity()))
 
 
 def _open_namespace(
-    store: SnapshotStore, key: NamespaceKey, spec: JobSpec, job_record: dict[str, Any]
+    store: SnapshotStore, key: NamespaceKey, spec: JobSpec, job_record: JobRecord
 ) -> Decision:
     """Resume, start fresh (discarding old snapshots) or find the job done; says which."""
-    decision = decide(store, key, job_record, spec.resume, job_record["records_in"])
+    decision = decide(store, key, job_record, spec.resume, job_record.records_in)
     logger.info("%s (%s)", decision.message, store.namespace_path(key))
     if decision.completed is None:
         if not decision.resume:
@@ -299,7 +302,7 @@ def _open_namespace(
 
 
 def _close_namespace(
-    store: SnapshotStore, key: NamespaceKey, spec: JobSpec, completion: dict[str, Any]
+    store: SnapshotStore, key: NamespaceKey, spec: JobSpec, completion: CompletionRecord
 ) -> None:
     """After a published success: keep the history (``--keep-snapshots``) or leave only
     the completion record, which makes the same job run again a no-op."""

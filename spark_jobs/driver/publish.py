@@ -56,7 +56,7 @@ def rejected_for(output: str) -> str:
     return f"{output.rstrip('/')}.rejected"
 
 
-def publish(staging: str, output: str, summary: dict[str, Any], holds: Callable[[], bool]) -> None:
+def publish(staging: str, output: str, summary: JobSummary, holds: Callable[[], bool]) -> None:
     """Make the run in ``staging`` the output's result: write ``summary`` naming it as
     ``<output>/_SUMMARY.json``, then remove what it supersedes. ``holds`` is the run's
     lease check: a run fenced off raises :class:`LeaseError` and switches nothing.
@@ -66,20 +66,20 @@ def publish(staging: str, output: str, summary: dict[str, Any], holds: Callable[
     replaced = _named_run(output)  # kept: a reader may have resolved it just now
     if not holds():
         raise LeaseError(FENCED)
-    records = None if JobSummary.from_json(summary).budget is not None else staging
-    _point(output, summary, records)
+    records = None if summary.budget is not None else staging
+    _point(output, summary.to_json(), records)
     if _named_run(rejected_for(output)) is not None:  # superseded by the new result
         _remove(rejected_for(output))
     current = None if records is None else basename(records)
     _remove_runs(output, keep={current, replaced})
 
 
-def set_aside(staging: str, output: str, summary: dict[str, Any]) -> None:
+def set_aside(staging: str, output: str, summary: JobSummary) -> None:
     """Name the rejected run in ``staging`` as :func:`rejected_for` ``output`` (replacing
     an older one, whose folder goes); the output itself is left as it was."""
     rejected = rejected_for(output)
     replaced = _named_run(rejected)
-    _point(rejected, summary, staging)
+    _point(rejected, summary.to_json(), staging)
     if replaced not in (None, basename(staging), _named_run(output)):
         _remove(f"{output.rstrip('/')}/{RUNS}/{replaced}")
 

@@ -9,6 +9,7 @@ in one place.
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -86,7 +87,15 @@ def output_arrow_schema(input_schema: StructType, spec: JobSpec) -> pa.Schema:
     return pa.schema(fields)
 
 
-def write_outputs(enriched: DataFrame, spec: JobSpec, directory: str) -> dict[str, int]:
+@dataclass(frozen=True)
+class OutputCounts:
+    """The records a run's output holds: enriched (``data/``) and dead letters."""
+
+    enriched: int
+    dead_letters: int
+
+
+def write_outputs(enriched: DataFrame, spec: JobSpec, directory: str) -> OutputCounts:
     """``data/`` and ``dead_letters/`` as Parquet under ``directory`` (the run's staging
     directory), computed once (cached; a lost cache block is recomputed from the
     snapshots, without calling the API again).
@@ -121,7 +130,7 @@ def write_outputs(enriched: DataFrame, spec: JobSpec, directory: str) -> dict[st
             dead.write.mode("overwrite").parquet(f"{out}/dead_letters")
     finally:
         cached.unpersist()
-    return {"enriched": rows - failures, "dead_letters": failures}
+    return OutputCounts(enriched=rows - failures, dead_letters=failures)
 
 
 _SPARK_SCHEMA_KEY = b"org.apache.spark.sql.parquet.row.metadata"

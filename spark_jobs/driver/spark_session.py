@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 from spark_jobs.driver.class_archive import class_archive, set_aside
 from spark_jobs.driver.connect import connect_session
 from spark_jobs.driver.driver_jvm import jit_options, launching
-from spark_jobs.driver.launch_conf import launch_conf, under_spark_submit
 from spark_jobs.driver.spark_logging import quiet_builder
+from spark_jobs.spec.launch_conf import launch_conf, under_spark_submit
 from spark_jobs.spec.spec_error import SpecError
 
 if TYPE_CHECKING:

@@ -21,27 +21,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from .accounting import Accounting
+from .cost import CostReport
 from .values import format_count, is_count, is_flag, is_number, is_optional_text, is_text
-
-#: What a summary counts, and what a completion record's summary is checked for when the
-#: store reads it.
-SUMMARY_COUNTS = ("partitions", "records_in", "enriched", "dead_letters", "requests_made")
-
-
-def check_summary(summary: Any, what: str) -> None:
-    """Raises ``ValueError`` naming the first of a job summary's counts or costs that is
-    not a number (``what`` names the document: ``completion record: summary``)."""
-    if not isinstance(summary, dict):
-        raise ValueError(f"{what} is not an object")
-    for name in SUMMARY_COUNTS:
-        if name in summary and not is_count(summary[name]):
-            raise ValueError(f"{what}.{name} is {summary[name]!r:.40}, not a count")
-    cost = summary.get("cost", {})
-    if not isinstance(cost, dict):
-        raise ValueError(f"{what}.cost is not an object")
-    for name, value in cost.items():
-        if not is_number(value):
-            raise ValueError(f"{what}.cost.{name} is {value!r:.40}, not a number")
 
 
 @dataclass(frozen=True)
@@ -62,7 +44,9 @@ class BudgetStop:
         )
 
 
-#: What each of the summary's other fields must be, beyond ``check_summary``'s counts.
+#: What a summary counts.
+_COUNTS = ("partitions", "records_in", "enriched", "dead_letters", "requests_made")
+#: What each of its other fields must be (``cost`` and ``accounting`` parse as theirs).
 _SUMMARY_CHECKS: dict[str, Callable[[Any], bool]] = {
     "replayed_from_snapshot": is_count,
     "epochs": is_count,
@@ -77,7 +61,6 @@ _SUMMARY_CHECKS: dict[str, Callable[[Any], bool]] = {
     "records_done": is_count,
     "records_left": is_count,
     "partitions_stopped": lambda v: isinstance(v, list) and all(map(is_count, v)),
-    "accounting": lambda v: isinstance(v, dict),
     "lineage_parent": lambda v: isinstance(v, dict),
     "dead_letter_retry": lambda v: isinstance(v, dict),
     "result": is_optional_text,
@@ -102,7 +85,7 @@ class JobSummary:
     run_id: str = ""
     replayed_from_snapshot: int = 0
     requests_made: int = 0
-    accounting: Mapping[str, Any] = field(default_factory=dict)
+    accounting: Accounting | None = None
     resumed: bool = False
     epochs: int = 0
     duration_s: float = 0.0
@@ -110,7 +93,7 @@ class JobSummary:
     partitions: int = 0
     python_worker_peak_rss_mb: float = 0.0
     output: str = ""
-    cost: Mapping[str, float] = field(default_factory=dict)
+    cost: CostReport = field(default_factory=CostReport)
     lineage_parent: Mapping[str, Any] | None = None
     budget: BudgetStop | None = None
     dead_letter_retry: Mapping[str, Any] | None = None
@@ -124,7 +107,7 @@ class JobSummary:
 
     @property
     def estimated_cost(self) -> float | None:
-        return self.cost.get("estimated_cost")
+        return self.cost.estimated_cost
 
     @property
     def result(self) -> str | None:
@@ -147,10 +130,9 @@ class JobSummary:
 
     def to_json(self) -> dict[str, Any]:
         """The stored form, keys in the order the driver always wrote them."""
-        document: dict[str, Any] = {
-            name: _plain(getattr(self, name)) for name in _WRITTEN if name != "cost"
-        }
-        document["cost"] = dict(self.cost)
+        document: dict[str, Any] = {name: _plain(getattr(self, name)) for name in _WRITTEN}
+        if self.accounting is None:  # as written before the summary had one
+            document["accounting"] = {}
         for name in ("lineage_parent", "dead_letter_retry", "failed"):
             if getattr(self, name) is not None:
                 document[name] = _plain(getattr(self, name))
@@ -165,10 +147,14 @@ class JobSummary:
     def from_json(cls, document: Any, what: str = "summary") -> JobSummary:
         """A stored summary; ValueError naming the first field that is missing or of the
         wrong type (``what`` names the document in the message)."""
-        check_summary(document, what)
+        if not isinstance(document, dict):
+            raise ValueError(f"{what} is not an object")
         for name in ("records_in", "enriched", "dead_letters"):
             if name not in document:
                 raise ValueError(f"{what}.{name} is missing")
+        for name in _COUNTS:
+            if name in document and not is_count(document[name]):
+                raise ValueError(f"{what}.{name} is {document[name]!r:.40}, not a count")
         for name, valid in _SUMMARY_CHECKS.items():
             if name in document and not valid(document[name]):
                 raise ValueError(f"{what}.{name}: unexpected value {document[name]!r:.40}")
@@ -176,6 +162,10 @@ class JobSummary:
         values = {name: document[name] for name in known if name in document}
         for name in ("duration_s", "python_worker_peak_rss_mb"):
             values[name] = float(values.get(name, 0.0))
+        values["cost"] = CostReport.from_json(document.get("cost", {}), f"{what}.cost")
+        accounting = document.get("accounting") or None  # {}: written before it existed
+        if accounting is not None:
+            values["accounting"] = Accounting.from_json(accounting, f"{what}.accounting")
         budget = _budget_of(document)
         if budget is not None:
             known |= set(_BUDGET)
@@ -204,6 +194,8 @@ _WRITTEN = (
 
 
 def _plain(value: Any) -> Any:
+    if isinstance(value, Accounting | CostReport):
+        return value.to_json()
     return dict(value) if isinstance(value, Mapping) else value
 
 

@@ -1,13 +1,13 @@
 """The counters stored documents carry, checked where they are parsed.
 
-A manifest's ``stats`` (``partition_runner/stats.py`` writes them) and a completion
-record's ``summary`` are added up, compared and shown by the driver, the Airflow task and
-the snapshot page. A crafted ``"requests_made": "x"`` once reached them as a string and
-raised ``TypeError`` far from the file (a 500 for the page's whole list). Each known
+A manifest's ``stats`` (``partition_runner/stats.py`` writes them) are added up, compared
+and shown by the driver, the Airflow task and the snapshot page. A crafted
+``"requests_made": "x"`` once reached them as a string and raised ``TypeError`` far from
+the file (a 500 for the page's whole list). Each known
 counter is checked here instead, so a document with a bad one is corrupt where it is
 read: the previous commit is used, or the namespace is shown as unreadable. Unknown keys
 are left alone (a newer version may add some). What a value may be is
-``spark_jobs/records/values.py``'s, what a summary holds ``spark_jobs/records/summary.py``'s.
+``spark_jobs/records/values.py``'s; the records that cross layers check their own.
 """
 
 from __future__ import annotations
@@ -15,10 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from spark_jobs.records.summary import check_summary
 from spark_jobs.records.values import is_count, is_flag, is_number, is_optional_text, is_text
-
-from .documents import ManifestError
 
 #: Outcomes a stored count of calls by outcome may name, and how long a name may be: above
 #: what the enricher writes (``enrichers/call_outcomes.py``: 8 and "other", a status and
@@ -59,17 +56,3 @@ def check_stats(stats: Mapping[str, Any]) -> None:
     for name, valid in _STATS.items():
         if name in stats and not valid(stats[name]):
             raise ValueError(f"stats.{name}: unexpected value {stats[name]!r:.40}")
-
-
-def check_completion(record: Any, what: str) -> dict[str, Any]:
-    """``record`` when it is a completion record whose summary counts and costs are
-    numbers; raises :class:`ManifestError` naming the field otherwise."""
-    if not isinstance(record, dict):
-        raise ManifestError(f"{what}: not a JSON object")
-    summary = record.get("summary")
-    if summary is not None:
-        try:
-            check_summary(summary, f"{what}: summary")
-        except ValueError as error:
-            raise ManifestError(str(error)) from None
-    return record

@@ -95,7 +95,7 @@ async def test_a_401_leaks_no_token(monkeypatch, debug_logs, tmp_path):
     assert caught.value.status == 401
     assert isinstance(failure, Failure) and failure.attempts == 1
     assert "HTTP 401" in failure.error
-    assert stats["responses_by_status"] == {401: 2}
+    assert stats.responses_by_status == {401: 2}
     warnings = [r for r in debug_logs.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and str(token_file) in warnings[0].getMessage()
     assert_no_token(exception_texts(caught.value), failure.error, debug_logs.text, repr(enrich))

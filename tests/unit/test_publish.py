@@ -19,6 +19,7 @@ from spark_jobs.driver.current_result import (
     read_result,
 )
 from spark_jobs.driver.publish import discard, publish, rejected_for, set_aside, staging_for
+from spark_jobs.records.summary import JobSummary
 from spark_jobs.snapshots import LeaseError, NamespaceKey, SnapshotStore
 
 
@@ -45,8 +46,9 @@ def token(output: Path) -> str:
     return next((output / "runs").iterdir()).name.rsplit("-", 1)[1]
 
 
-def summary(run_id: str, rows: int, **extra) -> dict:
-    return {"run_id": run_id, "records_in": rows + 1, "enriched": rows, "dead_letters": 1, **extra}
+def summary(run_id: str, rows: int, **extra) -> JobSummary:
+    document = {"run_id": run_id, "records_in": rows + 1, "enriched": rows, "dead_letters": 1}
+    return JobSummary.from_json({**document, **extra})
 
 
 def run(output: Path, run_id: str, rows: int = 10) -> None:
@@ -67,7 +69,8 @@ def test_publish_names_the_run_in_the_summary_and_readers_find_it_there(tmp_path
     out = tmp_path / "out"
     run(out, "first", rows=12)
     written = json.loads((out / "_SUMMARY.json").read_text())
-    assert written == {**summary("first", 12), "result": f"runs/{runs(out)[0]}-{token(out)}"}
+    result = f"runs/{runs(out)[0]}-{token(out)}"
+    assert written == {**summary("first", 12).to_json(), "result": result}
     assert sorted(p.name for p in out.iterdir()) == ["_SUMMARY.json", "runs"]
     data = pq.read_table(current_data_path(str(out)))
     assert sorted(data.column("id").to_pylist()) == list(range(12))
@@ -168,7 +171,7 @@ def test_an_output_published_before_run_folders_is_read_then_replaced(tmp_path):
     for kind in ("data", "dead_letters"):
         (out / kind).mkdir(parents=True)
         pq.write_table(pa.table({"id": [1, 2]}), out / kind / "part-00000.parquet")
-    (out / "_SUMMARY.json").write_text(json.dumps(summary("old", 2)))
+    (out / "_SUMMARY.json").write_text(json.dumps(summary("old", 2).to_json()))
     assert pq.read_table(current_data_path(str(out))).num_rows == 2
     run(out, "new", rows=5)
     assert sorted(p.name for p in out.iterdir()) == ["_SUMMARY.json", "runs"], (
