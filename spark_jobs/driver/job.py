@@ -60,7 +60,7 @@ from spark_jobs.snapshots import (
     SnapshotStore,
 )
 from spark_jobs.snapshots.budget_ledger import discard_other_runs
-from spark_jobs.snapshots.lease_holder import this_process
+from spark_jobs.snapshots.lease import this_process
 from spark_jobs.snapshots.namespace_progress import ProgressFolder
 from spark_jobs.snapshots.resume import Decision, ResumeRefusedError, decide
 from spark_jobs.spec.input_options import reader_identity

@@ -19,8 +19,7 @@ from spark_jobs.records.job_record import JobRecord
 
 from .attempt_counts import AttemptLedger, LedgerReading
 from .documents import ManifestError, read_document
-from .lease import DEFAULT_TTL_S, LEASE_FILE, NamespaceLease
-from .lease_holder import Holder
+from .lease import DEFAULT_TTL_S, LEASE_FILE, Holder, NamespaceLease
 from .manifest_progress import PartitionProgress
 from .partition import DEFAULT_GRACE, PartitionSnapshots
 from .paths import (
