@@ -7,29 +7,68 @@ a reader asks ``stats.requests_made`` instead of re-parsing a dict by string key
 summary has the same shape in ``spark_jobs/records/summary.py``, the namespace's progress
 record in ``progress_record.py``.
 
-Stored documents are hostile input (anyone with write access to the bucket can craft one),
-so ``from_json`` checks every value with the checks of ``counters.py`` and raises
+Stored documents are hostile input (anyone with write access to the bucket can craft one):
+a crafted ``"requests_made": "x"`` once reached the page as a string and raised
+``TypeError`` far from the file (a 500 for the page's whole list). So ``from_json`` checks
+every known counter (:func:`check_stats`, which a manifest's reader calls too) and raises
 ``ValueError`` naming the field. A missing field takes the value older versions meant by
 leaving it out (a count of 0, False, None): stats written before a field existed still
 read. An unknown field is ignored: a newer version may add some, and nothing reads them
 back.
 
-Standard library only (and the stdlib-only ``counters.py``): the Airflow plugin imports
-it at parse time.
+Standard library only: the Airflow plugin imports it at parse time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from .counters import check_stats
+from spark_jobs.records.values import is_count, is_flag, is_number, is_optional_text, is_text
 
 #: The enrichment's call counters a partition counts (``row_enrichment.py``).
 CALL_COUNTERS = ("requests_made", "response_cache_hits", "coalesced_calls", "cache_hits")
 #: A model endpoint's too (``model_endpoint/pacing.py``): tokens of the calls paid for.
 TOKEN_COUNTERS = ("prompt_tokens", "completion_tokens")
+
+
+#: Outcomes a stored count of calls by outcome may name, and how long a name may be: above
+#: what the enricher writes (``enrichers/call_outcomes.py``: 8 and "other", a status and
+#: a 64-character code), so only a crafted document meets them.
+MAX_OUTCOMES_STORED = 16
+MAX_OUTCOME_CHARS = 80
+
+
+def is_outcome_counts(value: Any) -> bool:
+    """Calls by outcome (``{"429 rate_limit_exceeded": 480}``): a few short names, counts."""
+    return (
+        isinstance(value, dict)
+        and len(value) <= MAX_OUTCOMES_STORED
+        and all(
+            isinstance(name, str) and len(name) <= MAX_OUTCOME_CHARS and is_count(count)
+            for name, count in value.items()
+        )
+    )
+
+
+_STATS: dict[str, Callable[[Any], bool]] = {
+    **dict.fromkeys(CALL_COUNTERS + TOKEN_COUNTERS, is_count),
+    **dict.fromkeys(("run_requests", "replayed", "in_flight"), is_count),
+    **dict.fromkeys(("finished", "budget_exhausted", "resumed"), is_flag),
+    **dict.fromkeys(("rss_mb_first_cut", "rss_mb_peak"), is_number),
+    "run_id": is_text,
+    "systemic_failure": is_optional_text,
+    "recent_calls": is_outcome_counts,
+}
+
+
+def check_stats(stats: Mapping[str, Any]) -> None:
+    """ValueError naming the first known counter of a manifest's ``stats`` that is not
+    what the runner writes (a count, a flag, a finite number, a text)."""
+    for name, valid in _STATS.items():
+        if name in stats and not valid(stats[name]):
+            raise ValueError(f"stats.{name}: unexpected value {stats[name]!r:.40}")
 
 
 @dataclass(frozen=True)

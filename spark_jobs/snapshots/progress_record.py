@@ -34,7 +34,7 @@ from typing import Any
 
 from spark_jobs.records.values import format_count
 
-from .counters import MAX_OUTCOMES_STORED, is_outcome_counts
+from .contracts import MAX_OUTCOMES_STORED, is_outcome_counts
 from .documents import ManifestError, parse_stored_json
 from .paths import MAX_PARTITIONS
 
