@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> ExitStatus:
         return ExitStatus.LEASE_HELD
     except RunFailed as failure:  # systemic failure, dead-letter ceiling: see run_failures
         if failure.summary is not None:
-            print(json.dumps(failure.summary, sort_keys=True))
+            print(json.dumps(failure.summary.to_json(), sort_keys=True))
         print(f"enrich_job: error: {failure.reason}", file=sys.stderr)
         return failure.exit_status
     finally:
