@@ -1,15 +1,16 @@
 """The enricher's counters since it was created: what the telemetry exports, the
-partition runner writes into its manifests (the call counters) and the benchmarks show.
+partition runner writes into its manifests (the call counters) and the tests and
+benchmarks read.
 
 The HTTP enricher (``enrichers/http.py``) takes it; a user's function counts its calls
-only. In memory only, never stored: :meth:`EnricherStats.to_json` is the plain form the
-benchmarks and logs print.
+only. In memory only, never stored: what a manifest keeps of it is
+:meth:`EnricherStats.call_counters`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,3 @@ class EnricherStats:
             "coalesced_calls": self.calls_saved_by_coalescing,
             "cache_hits": self.cache_hits,
         }
-
-    def to_json(self) -> dict[str, object]:
-        return asdict(self)

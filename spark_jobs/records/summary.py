@@ -164,8 +164,9 @@ class JobSummary:
             values[name] = float(values.get(name, 0.0))
         values["cost"] = CostReport.from_json(document.get("cost", {}), f"{what}.cost")
         accounting = document.get("accounting") or None  # {}: written before it existed
-        if accounting is not None:
-            values["accounting"] = Accounting.from_json(accounting, f"{what}.accounting")
+        values["accounting"] = (
+            None if accounting is None else Accounting.from_json(accounting, f"{what}.accounting")
+        )
         budget = _budget_of(document)
         if budget is not None:
             known |= set(_BUDGET)

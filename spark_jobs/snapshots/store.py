@@ -186,9 +186,7 @@ class SnapshotStore:
             return None
         try:
             return CompletionRecord.from_json(document, "completion record")
-        except ManifestError:
-            raise
-        except ValueError as error:
+        except ValueError as error:  # a field of the wrong type: unreadable as a whole
             raise ManifestError(str(error)) from None
 
     def discard(self, key: NamespaceKey) -> bool:
