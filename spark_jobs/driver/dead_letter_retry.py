@@ -17,7 +17,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from spark_jobs.defaults import DEAD_LETTER_RETRY_SUFFIX
-from spark_jobs.driver.current_result import NoDataError, PublishedResult, read_result
+from spark_jobs.driver.current_result import (
+    NoDataError,
+    PublishedResult,
+    ResultPathError,
+    read_result,
+)
 from spark_jobs.driver.input_reader import with_helper_columns
 from spark_jobs.driver.publish import rejected_for
 from spark_jobs.records.completion import CompletionRecord
@@ -107,12 +112,15 @@ def original_fingerprint(store: SnapshotStore, key: NamespaceKey) -> str | None:
 
 def _base(output: str) -> PublishedResult:
     """A rejected result when there is one (newer than any published output: a run that
-    publishes removes it), else the published output."""
+    publishes removes it), else the published output. One whose summary names a folder
+    outside the output is refused before anything is read: the retry publishes its rows."""
     for candidate in (rejected_for(output), output):
         try:
             return read_result(candidate)
         except FileNotFoundError:
             continue
+        except ResultPathError as error:
+            raise SpecError(f"--retry-dead-letters: {error}") from None
     raise SpecError(
         f"--retry-dead-letters: no result to retry under {output} (neither a published "
         f"output nor one rejected by --max-dead-letters)"

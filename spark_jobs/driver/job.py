@@ -66,7 +66,7 @@ from spark_jobs.snapshots.resume import Decision, ResumeRefusedError, decide
 from spark_jobs.spec.input_options import reader_identity
 from spark_jobs.spec.job_cli import parse_args
 from spark_jobs.spec.job_spec import JobSpec
-from spark_jobs.spec.secret_check import check_secrets
+from spark_jobs.spec.secret_check import check_secrets, secret_variable_names
 from spark_jobs.spec.spec_error import SpecError
 
 if TYPE_CHECKING:
@@ -90,7 +90,8 @@ def main(argv: list[str] | None = None) -> ExitStatus:
         print(f"enrich_job: error: {error}", file=sys.stderr)
         return ExitStatus.BAD_OPTIONS
     configure_launch(spec.spark_log_level)
-    spark = spark_session(spec.ship_env, remote)
+    hidden = [*secret_variable_names(spec), spec.cache_key_env]  # in the Spark UI
+    spark = spark_session(spec.ship_env, remote, hidden)
     apply_level(spark, spec.spark_log_level)
     try:
         executors = ExecutorCheck(spark, spec)  # beside the run's first steps

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 import uuid
 from collections.abc import Callable
@@ -27,13 +28,23 @@ from typing import Any
 import fsspec
 from fsspec import AbstractFileSystem
 
-from spark_jobs.driver.current_result import RESULT, SUMMARY, read_result, relative_to
+from spark_jobs.driver.current_result import (
+    REJECTED,
+    RESULT,
+    RUN_FOLDER_CHARS,
+    RUNS,
+    SUMMARY,
+    ResultPathError,
+    read_result,
+    relative_to,
+)
 from spark_jobs.records.summary import JobSummary
 from spark_jobs.snapshots import LeaseError
 from spark_jobs.snapshots.paths import basename
 from spark_jobs.snapshots.storage import has_atomic_rename
 
-RUNS = "runs"
+logger = logging.getLogger(__name__)
+
 #: Where records sat beside the summary before run folders: removed at the first switch,
 #: so a reader still reading ``<output>/data/`` fails instead of reading a stale result.
 _LEGACY = ("data", "dead_letters")
@@ -53,7 +64,7 @@ def staging_for(output: str, run_id: str) -> str:
 def rejected_for(output: str) -> str:
     """Where the result a dead-letter ceiling rejected is named, beside ``output`` and
     never in it: for a look at its dead letters and for ``--retry-dead-letters``."""
-    return f"{output.rstrip('/')}.rejected"
+    return f"{output.rstrip('/')}{REJECTED}"
 
 
 def publish(staging: str, output: str, summary: JobSummary, holds: Callable[[], bool]) -> None:
@@ -116,10 +127,15 @@ def _point(location: str, summary: dict[str, Any], folder: str | None) -> None:
 
 
 def _named_run(location: str) -> str | None:
-    """The run folder name ``location``'s summary names (None: none, or no folder)."""
+    """The run folder name ``location``'s summary names (None: none, or no folder). A
+    summary naming something else is not this job's: it protects nothing and is replaced
+    (never read through: a ``result`` of ``../..`` made ``set_aside`` remove every run)."""
     try:
         folder = read_result(location).folder
     except FileNotFoundError:
+        return None
+    except ResultPathError as error:
+        logger.warning("%s; it is replaced by this run's", error)
         return None
     return None if folder is None or folder == location.rstrip("/") else basename(folder)
 
@@ -161,7 +177,7 @@ def _folder_name(run_id: str) -> str:
     folders back (``--retry-dead-letters``) and hands their paths out percent-encoded, so
     no ``%`` (nor ``:`` or ``+``, Airflow's run ids hold both). A run id that needed
     replacing keeps a hash of itself, so two stay apart; the token after it does the rest."""
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", run_id)[:80]
+    safe = re.sub(f"[^{RUN_FOLDER_CHARS}]", "_", run_id)[:80]
     if safe == run_id and set(safe) != {"."}:
         return safe
     return f"{safe}-{hashlib.sha256(run_id.encode()).hexdigest()[:12]}"

@@ -14,6 +14,7 @@ import pytest
 
 from spark_jobs.driver.current_result import (
     NoDataError,
+    ResultPathError,
     current_data_path,
     current_dead_letters_path,
     read_result,
@@ -238,3 +239,76 @@ def test_a_reader_racing_publishes_always_reads_one_whole_result(tmp_path):
     seen = {run_id for run_id, _ in reads}
     assert len(seen) >= 2, f"the reader saw one run only: {sorted(seen)}"
     assert runs(out) == [f"r{count - 2:02d}", f"r{count - 1:02d}"]
+
+
+def plant_summary(location: Path, result: object) -> None:
+    location.mkdir(parents=True, exist_ok=True)
+    (location / "_SUMMARY.json").write_text(json.dumps(summary("planted", 3, result=result)))
+
+
+def plant_foreign_run(tmp_path: Path) -> None:
+    """Rows a planted summary would have readers take for the output's."""
+    for kind in ("data", "dead_letters"):
+        folder = tmp_path / "elsewhere" / "runs" / "x" / kind
+        folder.mkdir(parents=True)
+        pq.write_table(pa.table({"id": [7]}), folder / "part-00000.parquet")
+
+
+OUTSIDE = [
+    "../elsewhere/runs/x",
+    "../../elsewhere/runs/x",
+    str(Path("/tmp/elsewhere/runs/x")),
+    "runs/x/../../../elsewhere/runs/x",
+    "runs/..",
+    "runs/.",
+    "runs/x/data",
+    "runs",
+    "runs/",
+    "",
+    "data",
+    "s3://bucket/runs/x",
+    "file:///tmp/runs/x",
+    "runs/x\\..\\..",
+    42,
+    ["runs", "x"],
+]
+
+
+@pytest.mark.parametrize("result", OUTSIDE, ids=repr)
+def test_a_summary_naming_a_folder_outside_its_output_is_refused_naming_file_and_value(
+    tmp_path, result
+):
+    plant_foreign_run(tmp_path)
+    out = tmp_path / "out"
+    plant_summary(out, result)
+    with pytest.raises(ResultPathError) as caught:
+        read_result(str(out))
+    assert str(caught.value).startswith(f"{out}/_SUMMARY.json: result {result!r} is not runs/")
+
+
+@pytest.mark.parametrize(
+    "result", ["../elsewhere/runs/x", "../out/runs/..", "../out/../elsewhere/runs/x", "runs/../x"]
+)
+def test_a_rejected_summary_may_name_only_a_run_folder_of_its_own_output(tmp_path, result):
+    plant_foreign_run(tmp_path)
+    rejected = tmp_path / "out.rejected"
+    plant_summary(rejected, result)
+    with pytest.raises(ResultPathError, match=r"or \.\./out/runs/<run folder>"):
+        read_result(str(rejected))
+    plant_summary(rejected, "../out/runs/good-1a2b3c4d")  # what set_aside writes
+    assert read_result(str(rejected)).data == f"{tmp_path}/out/runs/good-1a2b3c4d/data"
+
+
+def test_a_planted_rejected_summary_neither_protects_nor_removes_runs(tmp_path):
+    """A ``result`` of ``../../..`` up to the root once made ``set_aside`` remove
+    ``<output>/runs/`` whole, the published run's records included (the name it took for
+    the replaced run was the root's, empty); now the planted summary is only replaced."""
+    out = tmp_path / "out"
+    run(out, "good")
+    to_root = "/".join([".."] * len(out.parts))
+    plant_summary(Path(rejected_for(str(out))), to_root)
+    staging = write_run(out, "bad", 6)
+    set_aside(staging, str(out), summary("bad", 6, failed="ceiling"))
+    assert pq.read_table(current_data_path(str(out))).column("run").to_pylist()[0] == "good"
+    assert read_result(rejected_for(str(out))).summary["run_id"] == "bad"
+    assert runs(out) == ["bad", "good"]
