@@ -243,7 +243,8 @@ def test_a_reader_racing_publishes_always_reads_one_whole_result(tmp_path):
 
 def plant_summary(location: Path, result: object) -> None:
     location.mkdir(parents=True, exist_ok=True)
-    (location / "_SUMMARY.json").write_text(json.dumps(summary("planted", 3, result=result)))
+    planted = {**summary("planted", 3).to_json(), "result": result}  # crafted: no JobSummary
+    (location / "_SUMMARY.json").write_text(json.dumps(planted))
 
 
 def plant_foreign_run(tmp_path: Path) -> None:
