@@ -30,7 +30,7 @@ from enrichment_airflow.namespace import namespace_key
 from enrichment_airflow.progress_reporter import reporting_progress
 from enrichment_airflow.run_outcome import fail_run, finish_run
 from enrichment_airflow.spark_master import spark_master
-from spark_jobs import defaults
+from spark_jobs import defaults, launch
 from spark_jobs.records.summary import JobSummary
 
 
@@ -186,7 +186,7 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         **kwargs: Any,
     ) -> None:
         kwargs.update(deferrable=deferrable, durable=durable, name=kwargs.get("name", "enrich_job"))
-        super().__init__(application=defaults.ENRICH_JOB, conn_id=spark_conn_id, **kwargs)
+        super().__init__(application=launch.ENRICH_JOB, conn_id=spark_conn_id, **kwargs)
         self._refuse_bad_arguments(url_path)
         self.input_path = input_path
         self.output_path = output_path
@@ -270,7 +270,7 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         # shipped log4j2 file. In cluster deploy mode the driver runs elsewhere, where that
         # file's path means nothing: the job sets the level once it starts.
         if not self.driver_on_cluster(self.spark_connection()):
-            conf = defaults.with_java_options(conf, self.spark_log_level)
+            conf = launch.with_java_options(conf, self.spark_log_level)
         self.conf = conf
 
     def on_kill(self) -> None:

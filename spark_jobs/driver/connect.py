@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import spark_jobs
-from spark_jobs.defaults import REMOTE_ENV, redacted
+from spark_jobs.launch import REMOTE_ENV, redacted
 from spark_jobs.spec.spec_error import SpecError
 
 if TYPE_CHECKING:

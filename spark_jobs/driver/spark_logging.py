@@ -2,7 +2,7 @@
 
 Spark logs hundreds of INFO lines a run; in a task log they bury the ten that matter (resume
 decision, progress, summary). The configuration must reach the driver JVM before it starts,
-so it travels as Java options (``defaults.java_options``): ``python -m
+so it travels as Java options (``launch.java_options``): ``python -m
 spark_jobs.enrich_job`` puts them in ``PYSPARK_SUBMIT_ARGS`` (read when PySpark launches its
 JVM); the Airflow operator passes them in ``spark.driver.extraJavaOptions``. Under a plain
 ``spark-submit`` the JVM is already running with Spark's defaults, so the job sets the level
@@ -17,7 +17,7 @@ import os
 import shlex
 from typing import TYPE_CHECKING
 
-from spark_jobs.defaults import java_options
+from spark_jobs.launch import java_options
 
 if TYPE_CHECKING:
     from pyspark import SparkConf

@@ -7,7 +7,7 @@ visible in ``ps``). How the job runs over Connect is ``driver/connect.py``.
 
 from __future__ import annotations
 
-from spark_jobs.defaults import REMOTE_ENV, remote_secret
+from spark_jobs.launch import REMOTE_ENV, remote_secret
 from spark_jobs.spec.spec_error import SpecError
 
 

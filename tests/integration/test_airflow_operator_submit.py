@@ -9,7 +9,7 @@ import pytest
 
 from enrichment_airflow.enrichment_hook import EnrichmentApiHook
 from enrichment_airflow.enrichment_operator import ResumableEnrichmentOperator
-from spark_jobs.defaults import ENRICH_JOB
+from spark_jobs.launch import ENRICH_JOB
 
 from .operator_support import enrichment_operator, submit_hook
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.defaults import with_java_options
+from spark_jobs.launch import with_java_options
 
 from .job_support import ROOT, read_output, run_job
 from .json_api_support import PATH, KeyedJsonApi

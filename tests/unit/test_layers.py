@@ -4,7 +4,8 @@ Each package of ``spark_jobs`` may import only the packages below it: the async 
 operator, then the enrichers, the partition runner and the driver; the snapshots, the
 telemetry and the typed records are leaves (the records import the standard library only);
 the spec sits above neither the driver nor the telemetry. The Airflow side (the plugin and
-the DAG) reads the snapshots, the defaults, the typed records and the exit statuses, so
+the DAG) reads the snapshots, the defaults, how the job is launched, the typed records and
+the exit statuses, so
 Airflow's web server never loads the spec, the enrichers (aiohttp) or the driver (PySpark).
 Every import counts: module-level, type-only and inside a function
 (``test_code_shape.imported_modules``).
@@ -23,6 +24,7 @@ from .test_code_shape import ROOT, import_graph
 
 RECORDS = "spark_jobs.records"
 DEFAULTS = "spark_jobs.defaults"
+LAUNCH = "spark_jobs.launch"
 EXIT_STATUS = "spark_jobs.exit_status"
 SNAPSHOTS = "spark_jobs.snapshots"
 TELEMETRY = "spark_jobs.telemetry"
@@ -32,14 +34,15 @@ SPEC = "spark_jobs.spec"
 RUNNER = "spark_jobs.partition_runner"
 DRIVER = "spark_jobs.driver"
 #: What the Airflow side may import of the job's package.
-AIRFLOW_SIDE = {SNAPSHOTS, DEFAULTS, RECORDS, EXIT_STATUS}
-LEAVES = {RECORDS, DEFAULTS, EXIT_STATUS}
+AIRFLOW_SIDE = {SNAPSHOTS, DEFAULTS, LAUNCH, RECORDS, EXIT_STATUS}
+LEAVES = {RECORDS, DEFAULTS, LAUNCH, EXIT_STATUS}
 
 #: The packages each package may import (besides itself and the standard library).
 MAY_IMPORT: dict[str, set[str]] = {
     "spark_jobs": set(),
     RECORDS: set(),
     DEFAULTS: set(),
+    LAUNCH: set(),
     EXIT_STATUS: set(),
     SNAPSHOTS: LEAVES,
     TELEMETRY: LEAVES,
