@@ -269,17 +269,19 @@ def _batch_of(request: web.Request, prefix: str) -> Batch | None:
 
 
 async def _openai_get(request: web.Request) -> web.Response:
-    batch = _batch_of(request, "batch_")
-    if batch is None:
-        return _openai_bad("no such batch", 404)
-    return web.json_response(_openai_batch(request.app[BATCHES], batch))
+    return _openai_answer(request, cancel=False)
 
 
 async def _openai_cancel(request: web.Request) -> web.Response:
+    return _openai_answer(request, cancel=True)
+
+
+def _openai_answer(request: web.Request, cancel: bool) -> web.Response:
     api, batch = request.app[BATCHES], _batch_of(request, "batch_")
     if batch is None:
         return _openai_bad("no such batch", 404)
-    api.jobs.cancel(batch)
+    if cancel:
+        api.jobs.cancel(batch)
     return web.json_response(_openai_batch(api, batch))
 
 
@@ -371,17 +373,19 @@ def _rfc3339(at: float | None) -> str | None:
 
 
 async def _anthropic_get(request: web.Request) -> web.Response:
-    batch = _batch_of(request, "msgbatch_")
-    if batch is None:
-        return _anthropic_bad("no such batch", 404)
-    return web.json_response(_anthropic_batch(request, batch))
+    return _anthropic_answer(request, cancel=False)
 
 
 async def _anthropic_cancel(request: web.Request) -> web.Response:
+    return _anthropic_answer(request, cancel=True)
+
+
+def _anthropic_answer(request: web.Request, cancel: bool) -> web.Response:
     batch = _batch_of(request, "msgbatch_")
     if batch is None:
         return _anthropic_bad("no such batch", 404)
-    request.app[BATCHES].jobs.cancel(batch)
+    if cancel:
+        request.app[BATCHES].jobs.cancel(batch)
     return web.json_response(_anthropic_batch(request, batch))
 
 

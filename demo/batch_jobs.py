@@ -2,13 +2,14 @@
 creation and its end, on a clock that compresses the "24 h" completion window to seconds.
 
 One batch of either provider (``batch_api.py`` speaks their protocols) is a list of
-``(custom_id, body)`` requests. It validates for ``validate_s``, then processes its requests
-in order, evenly over ``process_s`` (each answered by ``ModelApi.batch_answer``: the answer
-the same prompt gets online), and ends when all are done, when it is cancelled (after
-``cancel_s`` of cancelling) or when its window (``day_s``) runs out first: expired, with
-the answers it has. Every ``fail_every``-th custom_id (by its hash) errors, as requests of a
-batch do one by one; an errored request is not charged. ``charged`` counts the requests
-charged per custom_id (a request paid twice shows) and ``created`` the batches made.
+``(custom_id, body)`` requests. It validates for ``validate_s``, then processes its
+requests in order, evenly over ``process_s`` (the first at once; each answered by
+``ModelApi.batch_answer``: the answer the same prompt gets online), and ends when all are
+done, when it is cancelled (after ``cancel_s`` of cancelling) or when its window
+(``day_s``) runs out first: expired, with the answers it has. Every ``fail_every``-th
+custom_id (by its hash) errors, as requests of a batch do one by one; an errored request
+is not charged. ``charged`` counts the requests charged per custom_id (a request paid
+twice shows) and ``created`` the batches made.
 """
 
 from __future__ import annotations
@@ -154,7 +155,8 @@ class BatchJobs:
         expires = batch.created + knobs.day_s
         until = min(now, expires, batch.cancelled if batch.cancelled is not None else now)
         share = (until - batch.created - knobs.validate_s) / knobs.process_s
-        target = min(len(batch.requests), max(0, int(share * len(batch.requests))))
+        # the i-th request is done at validate_s + i/n of process_s: the first at once
+        target = min(len(batch.requests), int(share * len(batch.requests)) + 1) if share >= 0 else 0
         for custom_id, body in batch.requests[batch.done : target]:
             batch.results[custom_id] = self._process(batch.api, custom_id, body)
         if batch.done == len(batch.requests):

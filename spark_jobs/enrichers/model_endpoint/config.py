@@ -30,6 +30,11 @@ Api = Literal["chat", "embeddings", "anthropic"]
 APIS: tuple[Api, ...] = get_args(Api)
 Provider = Literal["openai", "azure", "anthropic", "self-hosted"]
 PROVIDERS: tuple[Provider, ...] = get_args(Provider)
+Mode = Literal["online", "batch"]
+MODES: tuple[Mode, ...] = get_args(Mode)
+BATCH_PRICE = 0.5
+"""What a request costs through a provider's batch API, of its online price (OpenAI's
+Batch API and Anthropic's Message Batches: half)."""
 DEFAULT_COLUMN = {"chat": "answer", "anthropic": "answer", "embeddings": "embedding"}
 TOKEN_COLUMNS = ("prompt_tokens", "completion_tokens")
 """Every answer's usage, one column each (0 completion tokens for embeddings)."""
@@ -77,6 +82,16 @@ class ModelConfig:
     price_input_per_million: float | None = None
     price_output_per_million: float | None = None
     anthropic_version: str = ANTHROPIC_VERSION
+    mode: Mode = "online"
+    """``online`` (a call per record) or ``batch`` (the provider's batch API,
+    ``batch_calls.py``): the same answers, so not part of the fingerprint; a run may
+    switch and resume."""
+    batch_size: int | None = None
+    """The most requests a batch holds (default the provider's limit)."""
+    batch_wait_s: float = 1.0
+    """A batch is created once it is full or no new request came for this long."""
+    batch_poll_s: float = 30.0
+    """How often a running batch is looked at."""
 
     def __post_init__(self) -> None:
         check_str(self.model, "model.model")
@@ -115,6 +130,19 @@ class ModelConfig:
             check_int(self.completion_tokens, "model.completion_tokens", minimum=0)
         if self.output_column is not None:
             check_str(self.output_column, "model.output_column")
+        self._check_mode()
+
+    def _check_mode(self) -> None:
+        check_choice(self.mode, MODES, "model.mode")
+        if self.batch_size is not None:
+            check_int(self.batch_size, "model.batch_size", minimum=1)
+        positive_float(self.batch_wait_s, "model.batch_wait_s")
+        positive_float(self.batch_poll_s, "model.batch_poll_s")
+        if self.mode == "batch" and self.provider not in ("openai", "anthropic"):
+            raise ValueError(
+                f"model.mode: batch works with the openai and anthropic batch APIs, "
+                f"not model.provider {self.provider}"
+            )
 
     # -- what the job needs --------------------------------------------------------------
 
@@ -149,11 +177,17 @@ class ModelConfig:
         return self.price_input_per_million is not None or self.price_output_per_million is not None
 
     def cost(self, prompt_tokens: float, completion_tokens: float) -> float:
-        """What the tokens cost at the spec's prices per million (0 for an unset price)."""
+        """What the tokens cost at the spec's prices per million (0 for an unset price),
+        at ``BATCH_PRICE`` of them in batch mode."""
+        share = BATCH_PRICE if self.mode == "batch" else 1.0
         return (
-            prompt_tokens * (self.price_input_per_million or 0.0)
-            + completion_tokens * (self.price_output_per_million or 0.0)
-        ) / 1e6
+            share
+            * (
+                prompt_tokens * (self.price_input_per_million or 0.0)
+                + completion_tokens * (self.price_output_per_million or 0.0)
+            )
+            / 1e6
+        )
 
     # -- serialisation -------------------------------------------------------------------
 

@@ -188,6 +188,37 @@ class ModelPacing:
         if self._budget is not None:
             self._budget.settle(admitted.cost_units, used_units)
 
+    async def reserve_batch(self, bodies: list[str]) -> int:
+        """Reserve under ``--max-cost`` what a batch of ``bodies`` may cost, as it is
+        created (``BudgetExhausted`` when the run's budget cannot cover it); its units.
+        A batch has limits of its own: no token limit is charged."""
+        if self._budget is None:
+            return 0
+        reserve = self.config.completion_reserve
+        units = sum(
+            max(1, math.ceil(self.config.cost(prompt_tokens(b), reserve) * COST_UNITS))
+            for b in bodies
+        )
+        await self._budget.spend(units)
+        return units
+
+    def settle_batch(self, reserved: int, answers: list[bytes]) -> None:
+        """A batch's answers came: count their usage, and settle its reservation by it
+        (what it did not answer costs nothing)."""
+        used = 0
+        for payload in answers:
+            try:
+                counted = usage(json.loads(payload), self.config.api)
+            except (ValueError, RecursionError):
+                counted = None
+            if counted is None or max(counted) > MAX_USAGE_TOKENS:
+                continue
+            self.prompt_tokens += counted[0]
+            self.completion_tokens += counted[1]
+            used += math.ceil(self.config.cost(*counted) * COST_UNITS)
+        if self._budget is not None:
+            self._budget.settle(reserved, used)
+
     def _pause_refusing(self, reply: Reply, admitted: Admission) -> None:
         """A 429 whose headers leave a token limit less than the call's charge was that
         limit's refusal: it charges nothing until the answer's retry delay has passed."""
