@@ -380,6 +380,7 @@ def main(argv: list[str] | None = None) -> None:
         malformed_every=options.malformed_every,
         latency_s=options.latency_s,
         profile=options.profile,
+        batch_knobs=options.batch_knobs,
     )
     asyncio.run(_serve(api, options.port))
 

@@ -33,6 +33,8 @@ class ModelOptions(Protocol):
     @property
     def max_requests(self) -> int | None: ...
     @property
+    def model_mode(self) -> str | None: ...
+    @property
     def response_fields(self) -> Mapping[str, ResponseField]: ...
 
 
@@ -40,8 +42,9 @@ def model_config(spec: ModelOptions) -> ModelConfig | None:
     """The spec's model section, validated; None without one."""
     if not spec.model:
         return None
+    data = {**spec.model, **({"mode": spec.model_mode} if spec.model_mode else {})}
     try:
-        return ModelConfig.from_dict(spec.model)
+        return ModelConfig.from_dict(data)
     except (TypeError, ValueError) as error:
         raise SpecError(f"--model: {error}") from None
 

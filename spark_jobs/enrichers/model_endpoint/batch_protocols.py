@@ -88,7 +88,7 @@ class BatchHttp:
             async with self._session.request(
                 method, url, headers=headers, allow_redirects=False, **options
             ) as response:
-                payload = await response.content.read(MAX_ANSWER_BYTES + 1)
+                payload = await _read_capped(response.content)
                 status = response.status
         except (aiohttp.ClientError, TimeoutError) as error:
             raise TransportError(self.redact(f"{method} {url}: {error!r}")) from None
@@ -110,6 +110,17 @@ class BatchHttp:
         except (ValueError, RecursionError):
             text = snippet(payload, self.redact)
             raise InvalidResponseError(self.redact(f"not JSON from {url}: {text!r}")) from None
+
+
+async def _read_capped(content: aiohttp.StreamReader) -> bytes:
+    """The whole answer, or ``MAX_ANSWER_BYTES + 1`` of it: a larger one is refused."""
+    chunks, size = [], 0
+    async for chunk in content.iter_chunked(2**20):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            break
+    return b"".join(chunks)
 
 
 class BatchProtocol(Protocol):
