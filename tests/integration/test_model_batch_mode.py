@@ -7,6 +7,8 @@ request twice; the response cache shared by both modes."""
 from __future__ import annotations
 
 import asyncio
+import math
+from collections import Counter
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ import pytest
 
 from demo.batch_jobs import BatchKnobs
 from demo.model_api import ModelApi, run_model_api
-from spark_jobs.enrichers import HttpEnricher, HttpEnricherConfig, RetryableError
+from spark_jobs.enrichers import HttpEnricher, HttpEnricherConfig, RequestBudget, RetryableError
 from spark_jobs.enrichers.model_endpoint import (
     ModelAnswers,
     ModelConfig,
@@ -23,6 +25,8 @@ from spark_jobs.enrichers.model_endpoint import (
     request_options,
 )
 from spark_jobs.enrichers.model_endpoint.batch_calls import BatchMode
+from spark_jobs.enrichers.model_endpoint.pacing import COST_UNITS
+from spark_jobs.enrichers.model_endpoint.tokens import prompt_tokens
 from spark_jobs.partition_runner.cache_scope import scope_of
 from spark_jobs.partition_runner.response_cache import ResponseCache
 from spark_jobs.snapshots.batch_journal import BatchJournal
@@ -53,7 +57,13 @@ def _config(mode: str = "batch", api: str = "chat", **more: Any) -> ModelConfig:
 
 
 @asynccontextmanager
-async def enricher(base: str, config: ModelConfig, journal: Path, stored: Any = None):
+async def enricher(
+    base: str,
+    config: ModelConfig,
+    journal: Path,
+    stored: Any = None,
+    cost_budget: RequestBudget | None = None,
+):
     path = "/messages" if config.api == "anthropic" else "/chat/completions"
     options: dict[str, Any] = {
         "url_template": base + path,
@@ -62,7 +72,7 @@ async def enricher(base: str, config: ModelConfig, journal: Path, stored: Any = 
     }
     options.update(request_options(config, options))
     http = HttpEnricherConfig.from_dict(options)
-    pacing = ModelPacing(config, 1)
+    pacing = ModelPacing(config, 1, cost_budget)
     calls = BatchMode(config, BatchJournal.at(str(journal), str(journal), 0), pacing).calls
     if config.mode == "online":
         calls = None
@@ -196,3 +206,19 @@ async def test_one_ledger_across_modes(tmp_path):
     assert paid_in_batch == len(second)  # the online answers answered the batch run
     assert api.stats["requests"] == online_calls == len(first)  # and the batch ones online
     assert {t: batch[t] for t in first} == online and again == batch
+
+
+async def test_max_cost_counts_a_batch_as_it_is_created(tmp_path):
+    """Two batches of 20 are due at once and the budget covers one and a half at the
+    batch price: the second is never created, its records meet the spent budget."""
+    config = _config(batch_size=20)
+    units = math.ceil(config.cost(prompt_tokens('{"title": "mail 10"}') + 20, 256) * COST_UNITS)
+    api = ModelApi(batch_knobs=BatchKnobs(process_s=0.2))
+    async with run_model_api(api) as base:
+        budget = RequestBudget(allowance=30 * units, what="cost")
+        async with enricher(base, config, tmp_path, cost_budget=budget) as (enrich, _):
+            found = await run_all(enrich, TITLES[:40])
+    outcomes = Counter(v if isinstance(v, str) else "answered" for v in found.values())
+    assert outcomes == {"answered": 20, "BudgetExhausted": 20}
+    assert api.batches.jobs.stats()["batches_created"] == 1
+    assert 0 < budget.left < 30 * units  # the batch settled by its usage

@@ -207,14 +207,14 @@ class ProviderBatchCalls(SingleCalls):
         """The Batcher's send: record and start the batches of ``custom_ids`` (split by the
         provider's byte limit); their rows are read by the records themselves."""
         known = await self._load()
-        lines = [(c, self._protocol.line(c, self._bodies.pop(c))) for c in custom_ids]
+        bodies = {c: self._bodies.pop(c) for c in custom_ids}
+        lines = [(c, self._protocol.line(c, body)) for c, body in bodies.items()]
         for chunk in _chunks(lines, self._protocol.limits.bytes):
-            bodies = [line for _, line in chunk]
-            reserved = await self._mode.pacing.reserve_batch([b.decode() for b in bodies])
-            newest = await self._newest()
             ids = [c for c, _ in chunk]
+            reserved = await self._mode.pacing.reserve_batch([bodies[c] for c in ids])
+            newest = await self._newest()
             intent = await asyncio.to_thread(self._mode.journal.record_intent, ids, newest)
-            followed = _Followed(intent, bodies, reserved)
+            followed = _Followed(intent, [line for _, line in chunk], reserved)
             known.add(followed)
             self._read(followed)
             self.batches_sent += 1
@@ -273,8 +273,13 @@ class ProviderBatchCalls(SingleCalls):
         return rows
 
     async def _ended(self, batch_id: str) -> BatchState:
+        """The batch once it ended; its progress in the log whenever its status changes."""
+        status = None
         while True:
             state = await self._retrying(lambda: self._protocol.state(self._api, batch_id))
+            if state.status != status:
+                status = state.status
+                logger.info("batch %s: %s", batch_id, state.progress())
             if state.ended:
                 return state
             await asyncio.sleep(self._poll_s)

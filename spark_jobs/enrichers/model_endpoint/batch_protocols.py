@@ -65,6 +65,12 @@ class BatchState:
     """Where its answers are read, once ended."""
     problem: str | None = None
     """Why the provider refused the whole batch (OpenAI ``failed``)."""
+    done: int = 0
+    failed: int = 0
+    """Its requests answered, and those errored, expired or cancelled, so far."""
+
+    def progress(self) -> str:
+        return f"{self.status}: {self.done} of {self.total} done, {self.failed} failed"
 
 
 @dataclass(frozen=True)
@@ -146,10 +152,11 @@ class BatchProtocol(Protocol):
 def protocol_for(config: ModelConfig, url: str) -> BatchProtocol:
     """The batch API of the endpoint ``url`` (the online one) answers for ``config.api``."""
     if config.api == "anthropic":
-        return AnthropicBatches(_base(url, "/messages") + "/messages/batches")
+        url = _base(url, "/messages") + "/messages/batches"
+        return AnthropicBatches(url, config.batch_size or ANTHROPIC_LIMITS.requests)
     path = "/chat/completions" if config.api == "chat" else "/embeddings"
-    base = _base(url, path)
-    return OpenAIBatches(base, "/v1" + path, (config.batch_size or OPENAI_LIMITS.requests))
+    requests = config.batch_size or OPENAI_LIMITS.requests
+    return OpenAIBatches(_base(url, path), "/v1" + path, requests)
 
 
 def _base(url: str, path: str) -> str:
@@ -183,6 +190,10 @@ async def _page(
     listing = await http.json("GET", url, params=params)
     states = [state(b) for b in listing.get("data") or []]
     return states, (listing.get("last_id") if listing.get("has_more") else None)
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _body(document: Any) -> bytes:
@@ -223,16 +234,20 @@ class OpenAIBatches:
         status = str(batch.get("status"))
         files = (batch.get("output_file_id"), batch.get("error_file_id"))
         errors = (batch.get("errors") or {}).get("data") or []
+        counts = batch.get("request_counts") or {}
+        problem = None
+        if status == "failed":
+            problem = "; ".join(str(e.get("message")) for e in errors) or "the batch failed"
         return BatchState(
             str(batch["id"]),
             status in ("completed", "expired", "cancelled", "failed"),
             status,
-            int((batch.get("request_counts") or {}).get("total") or 0),
+            _count(counts.get("total")),
             (batch.get("metadata") or {}).get(METADATA_KEY),
             tuple(f"{self.base}/files/{f}/content" for f in files if f),
-            "; ".join(str(e.get("message")) for e in errors) or None
-            if status == "failed"
-            else None,
+            problem,
+            _count(counts.get("completed")),
+            _count(counts.get("failed")),
         )
 
     async def page(self, http: BatchHttp, after: str | None) -> tuple[list[BatchState], str | None]:
@@ -257,10 +272,9 @@ ANTHROPIC_ERRORS = {"invalid_request_error": 400, "not_found_error": 404, "rate_
 class AnthropicBatches:
     """Anthropic's Message Batches at ``url`` (``.../v1/messages/batches``)."""
 
-    limits = ANTHROPIC_LIMITS
-
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, requests: int) -> None:
         self.url = url
+        self.limits = BatchLimits(min(requests, ANTHROPIC_LIMITS.requests), ANTHROPIC_LIMITS.bytes)
 
     def line(self, custom_id: str, body: str) -> bytes:
         return f'{{"custom_id": {json.dumps(custom_id)}, "params": {body}}}'.encode()
@@ -275,12 +289,12 @@ class AnthropicBatches:
     @staticmethod
     def _state(batch: dict[str, Any]) -> BatchState:
         counts = batch.get("request_counts") or {}
-        total = sum(n for n in counts.values() if isinstance(n, int))
+        total = sum(_count(n) for n in counts.values())
         ended = batch.get("processing_status") == "ended"
         results = (str(batch["results_url"]),) if ended and batch.get("results_url") else ()
-        return BatchState(
-            str(batch["id"]), ended, str(batch.get("processing_status")), total, None, results
-        )
+        failed = sum(_count(counts.get(k)) for k in ("errored", "expired", "canceled"))
+        status, done = str(batch.get("processing_status")), _count(counts.get("succeeded"))
+        return BatchState(str(batch["id"]), ended, status, total, None, results, None, done, failed)
 
     async def page(self, http: BatchHttp, after: str | None) -> tuple[list[BatchState], str | None]:
         return await _page(http, self.url, "after_id", after, self._state)
