@@ -2,6 +2,7 @@
 schema (typed columns, validation), each answer's class, the request body and the config."""
 
 import asyncio
+import dataclasses
 import json
 import re
 
@@ -609,3 +610,14 @@ def test_prompt_tokens_count_the_texts_not_the_json_around_them():
     assert prompt_tokens(json.dumps(body)) == 10 + 3 + 2 * MESSAGE_TOKENS
     assert prompt_tokens(json.dumps({"model": "e", "input": "y" * 8})) == 2
     assert prompt_tokens("not json at all") == 4
+
+
+def test_batch_mode_prices_at_half_and_works_with_the_two_batch_apis_only():
+    online = ModelConfig(model="m", prompt="{t}", price_input_per_million=2.0)
+    batch = dataclasses.replace(online, mode="batch")
+    assert batch.cost(1000, 0) == pytest.approx(online.cost(1000, 0) / 2)
+    assert batch.fingerprint() == online.fingerprint()
+    with pytest.raises(ValueError, match=r"model\.mode: batch works with the openai and anthropic"):
+        ModelConfig(model="m", prompt="{t}", provider="azure", mode="batch")
+    with pytest.raises(ValueError, match=r"model\.mode must be one of online, batch"):
+        ModelConfig(model="m", prompt="{t}", mode="later")  # type: ignore[arg-type]

@@ -5,8 +5,8 @@ The records go through the HTTP enricher as online (its LRU cache, in-flight sha
 the cross-run response cache keyed by method, URL and body, the mode not in the key: an
 answer paid in either mode answers the other); only the send differs. A request no cache
 answered is parked (``batching.Batcher``) until a batch is full (``model.batch_size``,
-within the provider's request and byte limits) or no new one came for
-``model.batch_wait_s``; its ``custom_id`` is the request's key (``request_key``). Each
+within the provider's request and byte limits) or ``model.batch_wait_s`` after its first
+request; its ``custom_id`` is the request's key (``request_key``). Each
 batch is recorded in the partition's journal (``snapshots/batch_journal.py``) before
 anything is sent, and its id once the create call answers; then it is polled every
 ``model.batch_poll_s`` (a wait that does not count against the record's timeout) until it

@@ -89,7 +89,7 @@ class ModelConfig:
     batch_size: int | None = None
     """The most requests a batch holds (default the provider's limit)."""
     batch_wait_s: float = 1.0
-    """A batch is created once it is full or no new request came for this long."""
+    """A batch is created once it is full, or this long after its first request."""
     batch_poll_s: float = 30.0
     """How often a running batch is looked at."""
 
