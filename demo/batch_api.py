@@ -20,8 +20,8 @@ errored, canceled, expired}``; ``results_url`` once ended), ``GET .../{id}/resul
 
 The batches themselves run in ``batch_jobs.py``. ``stall_at`` holds a step's answer
 forever once the step is done (``upload``: before the file is kept; ``create``: after the
-batch is; ``results``: before its results are sent), and ``reached[step]`` is set: a test
-kills its client there.
+batch is; ``results``: before its results are sent) and sets ``reached[step]``: a test
+kills its client there (``POST /stall?step=...`` for an endpoint in its own process).
 """
 
 from __future__ import annotations
@@ -68,9 +68,9 @@ class BatchApi:
         return BatchLimits(min(provider.requests, wanted or provider.requests), provider.bytes)
 
     async def step(self, name: str) -> None:
-        """Hold the answer forever when a test stalls ``name``."""
-        self.reached.setdefault(name, asyncio.Event()).set()
+        """Hold the answer forever when a test stalls ``name`` (``reached[name]`` set)."""
         if name in self.stall_at:
+            self.reached.setdefault(name, asyncio.Event()).set()
             await asyncio.Event().wait()
 
 
@@ -90,6 +90,18 @@ def add_routes(app: web.Application, api: BatchApi) -> None:
     app.router.add_get("/v1/messages/batches/{id}", _anthropic_get)
     app.router.add_get("/v1/messages/batches/{id}/results", _anthropic_results)
     app.router.add_post("/v1/messages/batches/{id}/cancel", _anthropic_cancel)
+    app.router.add_post("/stall", _stall)
+
+
+async def _stall(request: web.Request) -> web.Response:
+    """``POST /stall?step=create`` stalls a step from now on, ``POST /stall`` none: the
+    tests' kill points for an endpoint in its own process (``reached`` in ``/stats``)."""
+    api = request.app[BATCHES]
+    step = request.query.get("step")
+    api.stall_at = {step} if step else set()
+    if step:
+        api.reached.pop(step, None)
+    return web.json_response({"stall_at": sorted(api.stall_at)})
 
 
 # -- OpenAI ------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ from aiohttp import web
 
 from demo import model_api_options
 from demo.batch_api import BatchApi, add_routes
-from demo.batch_jobs import BatchJobs, BatchKnobs
+from demo.batch_jobs import ANTHROPIC_LIMITS, BatchJobs, BatchKnobs
 from demo.model_limits import ModelLimits
 from demo.provider_profiles import Call, FixedWindowProfile, ProviderProfile, Refusal
 
@@ -284,7 +284,8 @@ def _content_text(content: Any) -> str:
 
 
 def build_app(api: ModelApi) -> web.Application:
-    app = web.Application()
+    # a batch's upload or create call may be as large as its provider allows (256 MB)
+    app = web.Application(client_max_size=ANTHROPIC_LIMITS.bytes + 2**20)
     app[STATE] = api
     for path, kind in (
         ("/v1/chat/completions", "chat"),
@@ -332,6 +333,7 @@ async def _stats(request: web.Request) -> web.Response:
             "malformed_prompts": len(api.malformed_prompts),
             **api.provider.stats(),
             **api.batches.jobs.stats(),
+            "batch_steps_reached": sorted(s for s, e in api.batches.reached.items() if e.is_set()),
         }
     )
 

@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from demo.batch_jobs import BatchKnobs
@@ -222,3 +223,36 @@ async def test_max_cost_counts_a_batch_as_it_is_created(tmp_path):
     assert outcomes == {"answered": 20, "BudgetExhausted": 20}
     assert api.batches.jobs.stats()["batches_created"] == 1
     assert 0 < budget.left < 30 * units  # the batch settled by its usage
+
+
+async def test_anthropic_re_attach_takes_the_oldest_batch_of_its_size_above_the_one_before(
+    tmp_path,
+):
+    """Killed after the create call, before its id was written: other batches of the same
+    and of another size created since do not mislead the retry."""
+    api = ModelApi(batch_knobs=BatchKnobs(process_s=0.3))
+    config = _config(api="anthropic")
+    async with run_model_api(api) as base, aiohttp.ClientSession() as other:
+        async with other.post(f"{base}/messages/batches", json=_anthropic_batch("old", 7)):
+            pass  # listed before ours: where the search stops
+        api.batches.stall_at.add("create")
+        async with enricher(base, config, tmp_path) as (enrich, _):
+            killed = asyncio.ensure_future(run_all(enrich, TITLES))
+            await _reached(api, "create")
+            killed.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await killed
+        api.batches.stall_at.clear()
+        for name, size in (("same", len(TITLES)), ("other", 5)):  # newer than ours
+            async with other.post(f"{base}/messages/batches", json=_anthropic_batch(name, size)):
+                pass
+        async with enricher(base, config, tmp_path) as (enrich, _):
+            found = await run_all(enrich, TITLES)
+    assert all(isinstance(v, dict) for v in found.values())
+    stats = api.batches.jobs.stats()
+    assert stats["batches_created"] == 4 and stats["custom_ids_paid_twice"] == 0
+
+
+def _anthropic_batch(name: str, size: int) -> dict[str, Any]:
+    params = {"model": "demo", "max_tokens": 9, "messages": [{"role": "user", "content": name}]}
+    return {"requests": [{"custom_id": f"{name}{i}", "params": params} for i in range(size)]}

@@ -236,7 +236,7 @@ class ProviderBatchCalls(SingleCalls):
         """Create the batch if it is new, find it if its id was lost, wait for its end and
         read its rows (none: every request is sent again)."""
         intent, lines = followed.intent, followed.lines
-        searched, batch_id = False, intent.batch_id
+        by_count, batch_id = False, intent.batch_id
         if intent.batch_id is None and lines is not None:
             followed.lines = None  # created once: after a failure, searched for
             try:
@@ -248,10 +248,9 @@ class ProviderBatchCalls(SingleCalls):
                 logger.warning(
                     "batch %s: the create call failed (%s): searching", intent.token, error
                 )
-                batch_id = await self._search(intent)
-                searched = True
+                batch_id, by_count = await self._search(intent)
         elif intent.batch_id is None:
-            batch_id, searched = await self._search(intent), True
+            batch_id, by_count = await self._search(intent)
         if batch_id is None:
             return {}
         if intent.batch_id is None:
@@ -261,7 +260,7 @@ class ProviderBatchCalls(SingleCalls):
             assert self._known is not None
             self._known.batch_ids.add(batch_id)
         rows = await self._rows(await self._ended(batch_id), intent)
-        if searched and set(rows) != set(intent.custom_ids):
+        if by_count and set(rows) != set(intent.custom_ids):
             logger.warning(
                 "batch %s is not the one of intent %s: sent again", batch_id, intent.token
             )
@@ -292,8 +291,9 @@ class ProviderBatchCalls(SingleCalls):
         wanted = set(intent.custom_ids)
         return {c: r for c, r in rows.items() if c in wanted}
 
-    async def _search(self, intent: BatchIntent) -> str | None:
-        """The batch of ``intent`` among those listed above ``intent.newest_before``."""
+    async def _search(self, intent: BatchIntent) -> tuple[str | None, bool]:
+        """The batch of ``intent`` among those listed above ``intent.newest_before``, and
+        whether it was matched by its request count alone (an API without metadata)."""
         assert self._known is not None
         after, candidates = None, []
         for _ in range(SEARCH_PAGES):
@@ -303,13 +303,14 @@ class ProviderBatchCalls(SingleCalls):
                     after = None
                     break
                 if state.intent == intent.token:
-                    return state.id
-                unclaimed = state.intent is None and state.id not in self._known.batch_ids
+                    return state.id, False
+                by_count = not self._protocol.keeps_metadata
+                unclaimed = by_count and state.id not in self._known.batch_ids
                 if unclaimed and state.total == len(intent.custom_ids):
                     candidates.append(state.id)
             if after is None:
                 break
-        return candidates[-1] if candidates else None  # the oldest, created first
+        return (candidates[-1], True) if candidates else (None, False)  # the oldest first
 
     async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
         """``call()``, again after ``batch_poll_s`` while it fails transiently: the batch

@@ -131,6 +131,8 @@ async def _read_capped(content: aiohttp.StreamReader) -> bytes:
 
 class BatchProtocol(Protocol):
     limits: BatchLimits
+    keeps_metadata: bool
+    """Whether a batch names its intent (OpenAI); else it is found by its request count."""
 
     def line(self, custom_id: str, body: str) -> bytes:
         """One request as the batch holds it (its size counts toward the limit)."""
@@ -203,6 +205,8 @@ def _body(document: Any) -> bytes:
 class OpenAIBatches:
     """OpenAI's Batch API at ``base`` (``.../v1``) for requests to ``endpoint``."""
 
+    keeps_metadata = True
+
     def __init__(self, base: str, endpoint: str, requests: int) -> None:
         self.base, self.endpoint = base, endpoint
         self.limits = BatchLimits(min(requests, OPENAI_LIMITS.requests), OPENAI_LIMITS.bytes)
@@ -271,6 +275,8 @@ ANTHROPIC_ERRORS = {"invalid_request_error": 400, "not_found_error": 404, "rate_
 
 class AnthropicBatches:
     """Anthropic's Message Batches at ``url`` (``.../v1/messages/batches``)."""
+
+    keeps_metadata = False
 
     def __init__(self, url: str, requests: int) -> None:
         self.url = url
