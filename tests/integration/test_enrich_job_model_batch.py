@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,32 @@ def test_batch_run_same_output_half_cost_and_a_kill_while_running_pays_nothing_t
     assert final["custom_ids_paid_twice"] == 0 and final["prompts_paid_twice"] == 0
     assert final["batch_requests_charged"] == RECORDS
     assert final["batches_created"] == batch_stats["batches_created"]  # re-attached, none new
+
+
+def test_a_driver_killed_after_its_create_calls_re_attaches_by_the_batches_metadata(tmp_path):
+    """The create calls were made but their answers never came (the endpoint holds them):
+    no batch id was written, and the resumed run finds each batch by its intent."""
+    with model_endpoint(*KNOBS) as (url, get):
+        spec = [*spec_of(tmp_path, url), "--model-mode", "batch"]
+        post(url, "/stall?step=create")
+        process = start_job(spec)
+        deadline = time.monotonic() + 240
+        while "create" not in get("/stats")["batch_steps_reached"]:
+            assert process.poll() is None, process.communicate()[0][-3000:]
+            assert time.monotonic() < deadline, "no batch was created"
+            time.sleep(0.05)
+        kill_group(process)
+        post(url, "/stall")
+        created = get("/stats")["batches_created"]
+        code, log = run_job(spec)
+        assert code == 0, log[-3000:]
+        final = get("/stats")
+    data, dead, _ = rows(tmp_path / "out")
+    assert len(data) + len(dead) == RECORDS
+    assert final["custom_ids_paid_twice"] == 0 and final["batch_requests_charged"] == RECORDS
+    assert created >= 1
+
+
+def post(url: str, path: str) -> None:
+    request = urllib.request.Request(url.removesuffix("/v1") + path, method="POST")
+    urllib.request.urlopen(request).read()
