@@ -210,10 +210,8 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         self.cache_dir, self.cache_ttl = cache_dir, cache_ttl
         self.max_requests, self.cost_per_request = max_requests, cost_per_request
         self.input_options = dict(input_options or {})
-        self.max_dead_letters = max_dead_letters
-        self.retry_dead_letters = retry_dead_letters
-        self.model_mode = model_mode
-        self.job_args = list(job_args)
+        self.max_dead_letters, self.retry_dead_letters = max_dead_letters, retry_dead_letters
+        self.model_mode, self.job_args = model_mode, list(job_args)
         self.method, self.body_template, self.bearer_token = method, body_template, bearer_token
         self.headers, self.secret_headers = dict(headers or {}), dict(secret_headers or {})
         self.spark_log_level = spark_log_level
