@@ -71,6 +71,7 @@ _STATS: dict[str, Callable[[Any], bool]] = {
         ("requests_made", "response_cache_hits", "coalesced_calls", "cache_hits"), is_count
     ),
     **dict.fromkeys(("prompt_tokens", "completion_tokens"), is_count),
+    **dict.fromkeys(("batch_prompt_tokens", "batch_completion_tokens"), is_count),
     **dict.fromkeys(("run_requests", "replayed", "in_flight"), is_count),
     **dict.fromkeys(("finished", "budget_exhausted", "resumed"), is_flag),
     **dict.fromkeys(("rss_mb_first_cut", "rss_mb_peak"), is_number),

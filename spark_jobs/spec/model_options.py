@@ -83,14 +83,25 @@ def cost_units(max_cost: float) -> int:
 
 
 def token_report(config: ModelConfig, totals: Mapping[str, int]) -> dict[str, Any]:
-    """The run's tokens (calls paid for, every attempt) and, with prices, their cost."""
-    prompt, completion = (
-        int(totals.get("prompt_tokens", 0)),
-        int(totals.get("completion_tokens", 0)),
+    """The run's tokens (calls paid for, every attempt) and, with prices, their cost: those
+    paid through a batch API at its price, the others at the online one, whichever mode
+    each attempt ran in (a run may switch)."""
+    prompt, completion, batch_prompt, batch_completion = (
+        int(totals.get(name, 0))
+        for name in (
+            "prompt_tokens",
+            "completion_tokens",
+            "batch_prompt_tokens",
+            "batch_completion_tokens",
+        )
     )
     report: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion}
+    if batch_prompt or batch_completion:
+        report.update(batch_prompt_tokens=batch_prompt, batch_completion_tokens=batch_completion)
     if config.priced:
         report["price_input_per_million"] = config.price_input_per_million
         report["price_output_per_million"] = config.price_output_per_million
-        report["token_cost"] = round(config.cost(prompt, completion), 6)
+        online = config.cost(prompt - batch_prompt, completion - batch_completion, "online")
+        batch = config.cost(batch_prompt, batch_completion, "batch")
+        report["token_cost"] = round(online + batch, 6)
     return report

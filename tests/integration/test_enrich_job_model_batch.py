@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from spark_jobs.exit_status import ExitStatus
+
 from .job_support import kill_group, read_output, run_job, start_job
 from .test_enrich_job_model import RECORDS, model_endpoint, write_spec
 
@@ -56,6 +58,7 @@ def test_batch_run_same_output_half_cost_and_a_kill_while_running_pays_nothing_t
     cost_online, cost_batch = online[2]["cost"], batch[2]["cost"]
     assert cost_batch["prompt_tokens"] == cost_online["prompt_tokens"]
     assert cost_batch["token_cost"] == pytest.approx(0.5 * cost_online["token_cost"], rel=1e-6)
+    assert cost_batch["batch_prompt_tokens"] == cost_batch["prompt_tokens"]
 
     with model_endpoint(*KNOBS) as (url, get):
         spec = [*spec_of(tmp_path / "killed", url), "--model-mode", "batch"]
@@ -103,3 +106,26 @@ def test_a_driver_killed_after_its_create_calls_re_attaches_by_the_batches_metad
 def post(url: str, path: str) -> None:
     request = urllib.request.Request(url.removesuffix("/v1") + path, method="POST")
     urllib.request.urlopen(request).read()
+
+
+def test_a_run_stopped_by_its_budget_online_resumes_in_batch_mode_paying_nothing_twice(tmp_path):
+    with model_endpoint(*KNOBS, "--latency", "0.01") as (url, get):
+        spec = spec_of(tmp_path, url)
+        code, log = run_job([*spec, "--max-cost", "0.3"])
+        assert code == ExitStatus.BUDGET_SPENT, log[-3000:]
+        online_calls = get("/stats")["requests"]
+        code, log = run_job([*spec, "--model-mode", "batch"])
+        assert code == 0, log[-3000:]
+        final = get("/stats")
+    data, dead, summary = rows(tmp_path / "out")
+    assert len(data) + len(dead) == RECORDS
+    assert 0 < online_calls < RECORDS and final["requests"] == online_calls  # none online after
+    assert final["batch_requests_charged"] == RECORDS - online_calls
+    assert final["prompts_paid_twice"] == 0
+    cost = summary["cost"]
+    online = (cost["prompt_tokens"] - cost["batch_prompt_tokens"]) * 20 + (
+        cost["completion_tokens"] - cost["batch_completion_tokens"]
+    ) * 80
+    batch = (cost["batch_prompt_tokens"] * 20 + cost["batch_completion_tokens"] * 80) / 2
+    assert 0 < cost["batch_prompt_tokens"] < cost["prompt_tokens"]
+    assert cost["token_cost"] == pytest.approx((online + batch) / 1e6, abs=1e-6)

@@ -176,10 +176,13 @@ class ModelConfig:
     def priced(self) -> bool:
         return self.price_input_per_million is not None or self.price_output_per_million is not None
 
-    def cost(self, prompt_tokens: float, completion_tokens: float) -> float:
+    def cost(
+        self, prompt_tokens: float, completion_tokens: float, mode: Mode | None = None
+    ) -> float:
         """What the tokens cost at the spec's prices per million (0 for an unset price),
-        at ``BATCH_PRICE`` of them in batch mode."""
-        share = BATCH_PRICE if self.mode == "batch" else 1.0
+        at ``BATCH_PRICE`` of them when paid through a batch API (``mode``, else the
+        config's own)."""
+        share = BATCH_PRICE if (mode or self.mode) == "batch" else 1.0
         return (
             share
             * (
