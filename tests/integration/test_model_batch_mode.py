@@ -139,6 +139,20 @@ async def test_a_failed_row_is_its_own_dead_letter_and_expired_rows_are_sent_aga
     assert api.batches.jobs.stats()["custom_ids_paid_twice"] == 0
 
 
+async def test_rows_an_expired_batch_left_are_sent_online_when_asked(tmp_path):
+    api = ModelApi(batch_knobs=BatchKnobs(day_s=0.15, process_s=0.3))
+    async with run_model_api(api) as base:
+        config = _config(batch_resend="online")
+        async with enricher(base, config, tmp_path) as (enrich, pacing):
+            found = await run_all(enrich, TITLES)
+    assert all(isinstance(v, dict) for v in found.values())
+    charged = api.batches.jobs.stats()["batch_requests_charged"]
+    assert api.batches.jobs.stats()["batches_created"] == 1 and 0 < charged < len(TITLES)
+    assert api.stats["requests"] == len(TITLES) - charged  # the rest online, once each
+    assert api.stats["prompts_paid_twice"] == 0
+    assert 0 < pacing.batch_prompt_tokens < pacing.prompt_tokens  # each part at its price
+
+
 @pytest.mark.parametrize("api_kind", ["chat", "anthropic"])
 @pytest.mark.parametrize("step", ["upload", "create", "running", "results"])
 async def test_a_kill_at_each_step_then_a_retry_pays_nothing_twice(tmp_path, step, api_kind):

@@ -13,7 +13,7 @@ anything is sent, and its id once the create call answers; then it is polled eve
 ends, and each record gets its row: the answer mapped as online (``ModelAnswers``), an
 error of the online call's class (a 4xx row is a ``ClientStatusError`` dead letter, a 5xx
 one is retried), or, for a request the batch never ran (expired, cancelled), a retry that
-sends it in a new batch.
+sends it in a new batch (or, with ``model.batch_resend: online``, as a call of its own).
 
 Resuming: a record asks first the batches its ``custom_id`` is in, oldest first, and only
 then a new one. A batch whose id was not recorded (a kill between the create call and its
@@ -146,7 +146,10 @@ class ProviderBatchCalls(SingleCalls):
     async def _send(self, url: str, body: str | None) -> tuple[int, bytes]:
         custom_id = request_key(self._method, url, body)
         async with untimed():
-            outcome, batch_id = await self._row(custom_id, body or "")
+            found = await self._row(custom_id, body or "")
+        if found is None:  # its batches ended without running it: a call of its own
+            return await super()._send(url, body)
+        outcome, batch_id = found
         if outcome.status == 200:
             return 200, outcome.payload
         where = f"row {custom_id[:12]} of batch {batch_id}"
@@ -158,13 +161,16 @@ class ProviderBatchCalls(SingleCalls):
             raise ServerError(message, status=status)
         raise ClientStatusError(message, status=status)
 
-    async def _row(self, custom_id: str, body: str) -> tuple[RowOutcome, str]:
-        """The record's row out of the batches that hold its request, a new one last."""
+    async def _row(self, custom_id: str, body: str) -> tuple[RowOutcome, str] | None:
+        """The record's row out of the batches that hold its request, a new one last;
+        None once they ended without running it and ``model.batch_resend`` is online."""
         known, sent = await self._load(), False
         while True:
             batches = known.by_custom_id.get(custom_id, [])
             index = known.asked.get(custom_id, 0)
             if index == len(batches):
+                if batches and self._mode.config.batch_resend == "online":
+                    return None
                 if sent:
                     raise RetryableError(
                         f"the batch of {custom_id[:12]} ended without running it "

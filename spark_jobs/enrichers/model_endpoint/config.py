@@ -92,6 +92,9 @@ class ModelConfig:
     """A batch is created once it is full, or this long after its first request."""
     batch_poll_s: float = 30.0
     """How often a running batch is looked at."""
+    batch_resend: Mode = "batch"
+    """Where a request goes that its batch never ran (expired, cancelled): a new batch,
+    or ``online`` (a call of its own, at the online price)."""
 
     def __post_init__(self) -> None:
         check_str(self.model, "model.model")
@@ -138,6 +141,7 @@ class ModelConfig:
             check_int(self.batch_size, "model.batch_size", minimum=1)
         positive_float(self.batch_wait_s, "model.batch_wait_s")
         positive_float(self.batch_poll_s, "model.batch_poll_s")
+        check_choice(self.batch_resend, MODES, "model.batch_resend")
         if self.mode == "batch" and self.provider not in ("openai", "anthropic"):
             raise ValueError(
                 f"model.mode: batch works with the openai and anthropic batch APIs, "
