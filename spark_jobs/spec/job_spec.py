@@ -243,6 +243,11 @@ class JobSpec:
             "max_requests",
             "counts calls; a batch run's budget is --max-cost",
         )
+        check(
+            not (self._model_batch and self.http.get("coalesce") is False),
+            "http",
+            "coalesce must stay on in model batch mode (a row is handed to one caller)",
+        )
         if self.max_requests is not None:
             check(
                 isinstance(self.max_requests, int) and self.max_requests >= 1,

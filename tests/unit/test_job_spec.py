@@ -222,8 +222,11 @@ def test_model_mode_switches_the_mode_not_the_fingerprint_and_holds_a_batch_per_
     assert online.operator_call_capacity == online.capacity
 
 
-def test_a_batch_run_refuses_a_request_budget_and_a_mode_needs_a_model():
+def test_a_batch_run_refuses_a_request_budget_and_a_mode_needs_a_model(tmp_path):
     with pytest.raises(SpecError, match="max-requests: counts calls"):
         parse_args([*MODEL_RUN, "--model-mode", "batch", "--max-requests", "5"])
     with pytest.raises(SpecError, match="model-mode: online or batch, for a model section"):
         parse_args([*REQUIRED, "--model-mode", "batch"])
+    with pytest.raises(SpecError, match="coalesce must stay on in model batch mode"):
+        (tmp_path / "spec.yaml").write_text("http:\n  coalesce: false\n")
+        parse_args([*MODEL_RUN, "--model-mode", "batch", "--spec", str(tmp_path / "spec.yaml")])

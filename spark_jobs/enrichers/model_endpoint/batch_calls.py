@@ -92,8 +92,10 @@ class _Known:
     by_custom_id: dict[str, list[_Followed]] = field(default_factory=dict)
     asked: dict[str, int] = field(default_factory=dict)
     batch_ids: set[str] = field(default_factory=set)
+    batches: list[_Followed] = field(default_factory=list)
 
     def add(self, followed: _Followed) -> None:
+        self.batches.append(followed)
         for custom_id in followed.intent.custom_ids:
             self.by_custom_id.setdefault(custom_id, []).append(followed)
         if followed.intent.batch_id is not None:
@@ -112,6 +114,8 @@ class ProviderBatchCalls(SingleCalls):
         answers: AnswerMapping | None,
         mode: BatchMode,
     ) -> None:
+        if not config.coalesce:  # a row is handed to one caller: identical ones must share
+            raise ValueError("model.mode batch: http.coalesce must stay on")
         super().__init__(config, sender, mapping, stored, answers)
         self._mode, self._poll_s = mode, mode.config.batch_poll_s
         self._protocol: BatchProtocol = protocol_for(mode.config, self.target)
@@ -132,16 +136,11 @@ class ProviderBatchCalls(SingleCalls):
     async def close(self) -> None:
         if self._batcher is not None:
             await self._batcher.aclose()
-        tasks = [
-            f.task
-            for known in ([self._known] if self._known else [])
-            for batches in known.by_custom_id.values()
-            for f in batches
-            if f.task is not None
-        ]
+        batches = self._known.batches if self._known is not None else []
+        tasks = [f.task for f in batches if f.task is not None]
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*set(tasks), return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _send(self, url: str, body: str | None) -> tuple[int, bytes]:
         custom_id = request_key(self._method, url, body)
