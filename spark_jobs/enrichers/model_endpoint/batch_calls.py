@@ -238,6 +238,14 @@ class ProviderBatchCalls(SingleCalls):
     # -- following a batch ---------------------------------------------------------------
 
     async def _run(self, followed: _Followed) -> dict[str, RowOutcome]:
+        """The rows of ``_batch_rows``, its reservation settled by what they cost."""
+        rows = await self._batch_rows(followed)
+        answered = [r.payload for r in rows.values() if r.status == 200]
+        self._mode.pacing.settle_batch(followed.reserved, answered)
+        followed.reserved = 0
+        return rows
+
+    async def _batch_rows(self, followed: _Followed) -> dict[str, RowOutcome]:
         """Create the batch if it is new, find it if its id was lost, wait for its end and
         read its rows (none: every request is sent again)."""
         intent, lines = followed.intent, followed.lines
@@ -270,10 +278,6 @@ class ProviderBatchCalls(SingleCalls):
                 "batch %s is not the one of intent %s: sent again", batch_id, intent.token
             )
             return {}
-        self._mode.pacing.settle_batch(
-            followed.reserved, [r.payload for r in rows.values() if r.status == 200]
-        )
-        followed.reserved = 0
         return rows
 
     async def _ended(self, batch_id: str) -> BatchState:
