@@ -89,6 +89,9 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
     :param retry_dead_letters: ``all`` or error classes (``ThrottledError,ServerError``):
         this run enriches again only those dead letters of the interval's last result and
         publishes the merged result; empty for a normal run (templated).
+    :param model_mode: ``online`` or ``batch`` (``--model-mode``): a model section's
+        requests one call each, or through its provider's batch API at half the price
+        (templated; a run may switch and pays nothing twice).
     :param spark_log_level: level of Spark's own logging in the task log, ``WARN`` by
         default (``INFO``, ``DEBUG`` to see Spark's own lines); the job's decision,
         progress and summary always show (templated).
@@ -138,6 +141,7 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         "input_options",
         "max_dead_letters",
         "retry_dead_letters",
+        "model_mode",
         "job_args",
         "method",
         "body_template",
@@ -174,6 +178,7 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         input_options: dict[str, str] | None = None,
         max_dead_letters: int | str | None = None,
         retry_dead_letters: str | None = None,
+        model_mode: str | None = None,
         job_args: Sequence[str] = (),
         method: str = "GET",
         body_template: Any = None,
@@ -201,9 +206,8 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         self.cache_dir, self.cache_ttl = cache_dir, cache_ttl
         self.max_requests, self.cost_per_request = max_requests, cost_per_request
         self.input_options = dict(input_options or {})
-        self.max_dead_letters = max_dead_letters
-        self.retry_dead_letters = retry_dead_letters
-        self.job_args = list(job_args)
+        self.max_dead_letters, self.retry_dead_letters = max_dead_letters, retry_dead_letters
+        self.model_mode, self.job_args = model_mode, list(job_args)
         self.method, self.body_template, self.bearer_token = method, body_template, bearer_token
         self.headers, self.secret_headers = dict(headers or {}), dict(secret_headers or {})
         self.spark_log_level = spark_log_level
