@@ -30,6 +30,7 @@ from .calls import (
     AnswerMapping,
     BatchCalls,
     Calls,
+    CallsFactory,
     Output,
     ResponseMapping,
     SingleCalls,
@@ -67,13 +68,16 @@ class HttpEnricher:
         *,
         answers: AnswerMapping | None = None,
         pacing: CallPacing | None = None,
+        calls: CallsFactory | None = None,
     ) -> None:
         """``stored``: answers kept across runs; ``request_budget``: what this enricher
         may send before it raises :class:`BudgetExhausted` instead of sending;
         ``answered``: the LRU cache to start from, keyed by ``request_keys`` (a
         resumed partition's replayed answers), instead of an empty one. ``answers``
         maps a body to the output instead of the ``response_fields`` paths, and
-        ``pacing`` admits each call (both a model endpoint's: ``model_endpoint/``)."""
+        ``pacing`` admits each call (both a model endpoint's: ``model_endpoint/``);
+        ``calls`` builds how records reach the API instead of one request each or the
+        config's batches (a model endpoint's embeddings, many inputs a request)."""
         if config.batch is not None and (stored is not None or request_budget is not None):
             raise ValueError("a response cache or a request budget does not work with batching")
         self.config = config
@@ -85,11 +89,13 @@ class HttpEnricher:
         self._sender = RequestSender(config, request_budget)
         self._sender.pacing = pacing
         mapping = ResponseMapping(config, self._sender.redact)
-        self._calls: Calls[Any] = (
-            SingleCalls(config, self._sender, mapping, stored, answers)
-            if config.batch is None
-            else BatchCalls(config, config.batch, self._sender, mapping)
-        )
+        self._calls: Calls[Any]
+        if calls is not None:
+            self._calls = calls(config, self._sender, mapping, stored)
+        elif config.batch is None:
+            self._calls = SingleCalls(config, self._sender, mapping, stored, answers)
+        else:
+            self._calls = BatchCalls(config, config.batch, self._sender, mapping)
         self.cache_hits = 0
 
     def __repr__(self) -> str:

@@ -20,6 +20,7 @@ from spark_jobs.enrichers import HttpEnricher, PermanentError, RequestBudget, op
 from spark_jobs.enrichers.calls import FieldMapping
 from spark_jobs.enrichers.dedup import LruCache
 from spark_jobs.enrichers.model_endpoint import ModelAnswers, ModelPacing
+from spark_jobs.enrichers.model_endpoint.embedding_batches import embedding_batches
 from spark_jobs.partition_runner.cache_scope import read_cache_scope
 from spark_jobs.partition_runner.input_lines import describe_lines, record_lines
 from spark_jobs.partition_runner.response_cache import ResponseCache
@@ -129,9 +130,10 @@ async def open_row_enrichment(
         pacing = ModelPacing(model, config.partitions, request_budget if spec.max_cost else None)
         request_budget = None if spec.max_cost else request_budget
     answers = ModelAnswers(model) if model is not None else None
+    calls = embedding_batches(model, config.partitions) if model is not None else None
     try:
         async with HttpEnricher(
-            config, stored, request_budget, answered, answers=answers, pacing=pacing
+            config, stored, request_budget, answered, answers=answers, pacing=pacing, calls=calls
         ) as enrich:
             url = config.batch.url_template if config.batch else config.url_template
             enrich.observe_requests(telemetry.request_observer(url or ""))

@@ -1,0 +1,161 @@
+"""Embeddings many inputs a request, against the demo model endpoint on loopback (no
+Spark): every record's output as with one input a request, only the refused input a dead
+letter, each record kept in the cross-run cache on its own (answering either mode), and
+a request charged once with the sum of its inputs' tokens."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+
+from demo.model_api import ModelApi, run_model_api
+from spark_jobs.enrichers import HttpEnricher, HttpEnricherConfig
+from spark_jobs.enrichers.model_endpoint import (
+    ModelAnswers,
+    ModelConfig,
+    ModelPacing,
+    request_options,
+)
+from spark_jobs.enrichers.model_endpoint.embedding_batches import embedding_batches
+from spark_jobs.partition_runner.cache_scope import scope_of
+from spark_jobs.partition_runner.response_cache import ResponseCache
+
+CAPACITY = 64
+
+
+def embeddings(**given: Any) -> ModelConfig:
+    return ModelConfig(model="demo-embed", prompt="{title}", api="embeddings", **given)
+
+
+@asynccontextmanager
+async def embedder(base_url: str, config: ModelConfig, stored: Any = None):
+    """The enricher a model run opens for embeddings (``row_enrichment.py``'s wiring)."""
+    options: dict[str, Any] = {
+        "url_template": base_url + "/embeddings",
+        "response_fields": {"unused": "$.unused"},
+        "partitions": 1,
+        "cache_size": 0,
+        "capacity": CAPACITY,
+    }
+    options.update(request_options(config, options))
+    http = HttpEnricherConfig.from_dict(options)
+    pacing = ModelPacing(config, 1)
+    calls = embedding_batches(config, 1)
+    async with HttpEnricher(
+        http, stored, answers=ModelAnswers(config), pacing=pacing, calls=calls
+    ) as enrich:
+        yield enrich, pacing
+
+
+async def run(enrich, records: list[dict]) -> list[Any]:
+    """Each record's output, or its failure as (class name, message); ``CAPACITY`` at
+    once, as the operator keeps them in flight."""
+    slots = asyncio.Semaphore(CAPACITY)
+
+    async def one(record: dict) -> Any:
+        async with slots:
+            try:
+                return await enrich(record)
+            except Exception as error:
+                return type(error).__name__, str(error)
+
+    return await asyncio.gather(*(one(r) for r in records))
+
+
+def titles(n: int) -> list[dict]:
+    return [{"title": f"message {i} " + "word " * (i % 23)} for i in range(n)]
+
+
+async def test_batched_embeddings_are_the_output_of_one_input_a_request():
+    records = titles(400)
+    outputs, requests = {}, {}
+    for inputs in (1, None):
+        api = ModelApi()
+        async with run_model_api(api) as base:
+            async with embedder(base, embeddings(inputs_per_request=inputs)) as (enrich, _):
+                outputs[inputs] = await run(enrich, records)
+        requests[inputs] = api.stats["requests"]
+        assert api.stats["inputs"] == len(records), "every input paid once"
+        assert set(api.calls_by_prompt.values()) == {1}
+    assert outputs[None] == outputs[1]
+    assert all(isinstance(o, dict) and o["prompt_tokens"] > 0 for o in outputs[None])
+    assert requests[1] == len(records)
+    assert requests[None] <= math.ceil(len(records) / CAPACITY) + 2, requests
+
+
+async def test_one_refused_input_among_many_is_the_only_dead_letter():
+    records = titles(120)
+    records[17] = {"title": ""}  # OpenAI refuses an empty input
+    records[90] = {"title": "long " * 9000}  # over the model's 8 192 tokens an input
+    api = ModelApi()
+    async with run_model_api(api) as base:
+        async with embedder(base, embeddings(inputs_per_request=1)) as (enrich, _):
+            alone = await run(enrich, records)
+        refused_alone = api.stats["bad_requests"]
+        async with embedder(base, embeddings()) as (enrich, _):
+            batched = await run(enrich, records)
+    failed = [i for i, o in enumerate(batched) if not isinstance(o, dict)]
+    assert failed == [17, 90]
+    assert batched[17][0] == batched[90][0] == "ClientStatusError"
+    assert (
+        "is invalid: an input is a non-empty string" in batched[17][1]
+        and "too long" in batched[90][1]
+    )
+    assert batched == alone, "each record, the refused ones too, as when asked alone"
+    refused_batched = api.stats["bad_requests"] - refused_alone
+    assert refused_alone == 2
+    # halving down to each refused input: at most 2 log2(CAPACITY) + 1 refusals each
+    assert refused_batched <= 2 * (2 * math.log2(CAPACITY) + 1), refused_batched
+
+
+async def test_each_record_is_kept_in_the_cache_and_answers_either_mode(tmp_path):
+    def cache() -> ResponseCache:
+        stored = ResponseCache(
+            str(tmp_path), partition=0, partitions=1, ttl_s=3600, scope=scope_of(b"k" * 32, {}, [])
+        )
+        stored.load()
+        return stored
+
+    api = ModelApi()
+    first, more = titles(150), titles(300)
+    async with run_model_api(api) as base:
+        outputs = {}
+        for name, config, records, paid in (
+            ("batched", embeddings(), first, 150),
+            ("alone, cached", embeddings(inputs_per_request=1), first, 150),
+            ("alone, new ones", embeddings(inputs_per_request=1), more[:200], 200),
+            ("batched, cached", embeddings(), more, 300),
+        ):
+            stored = cache()
+            async with embedder(base, config, stored) as (enrich, _):
+                outputs[name] = await run(enrich, records)
+            stored.flush()
+            assert api.stats["inputs"] == paid, f"{name}: paid {api.stats['inputs']}"
+    assert outputs["alone, cached"] == outputs["batched"]
+    assert outputs["batched, cached"][:150] == outputs["batched"]
+    assert outputs["batched, cached"][:200] == outputs["alone, new ones"]
+
+
+@pytest.mark.parametrize("tokens_per_request", [None, 600])
+async def test_a_request_is_paced_once_with_the_sum_of_its_inputs_tokens(tokens_per_request):
+    api = ModelApi()
+    records = titles(256)
+    config = embeddings(tokens_per_request=tokens_per_request)
+    async with run_model_api(api) as base:
+        async with embedder(base, config) as (enrich, pacing):
+            outputs = await run(enrich, records)
+            sent = enrich.stats["requests_made"]
+    assert all(isinstance(o, dict) for o in outputs)
+    assert sent == api.stats["requests"] == api.stats["charged_requests"]
+    assert (
+        pacing.prompt_tokens
+        == api.stats["prompt_tokens"]
+        == sum(o["prompt_tokens"] for o in outputs)
+    )
+    if tokens_per_request:  # the estimate is the demo's count: no request above the budget
+        assert max(call.tokens for call in api.timeline) <= tokens_per_request
+        assert sent >= api.stats["prompt_tokens"] / tokens_per_request
