@@ -228,7 +228,7 @@ class ModelApi:
         data = []
         for index, text in enumerate(inputs):
             seed = hashlib.sha256(text.encode()).digest()
-            vector = [round(b / 128 - 1, 4) for b in (seed * 8)[: self.embedding_dim]]
+            vector = list(map(_LEVELS.__getitem__, (seed * 8)[: self.embedding_dim]))
             data.append({"object": "embedding", "index": index, "embedding": vector})
         return {"object": "list", "data": data}
 
@@ -267,6 +267,8 @@ class ModelApi:
 
 
 _OPENAI_USAGE = ("prompt_tokens", "completion_tokens")
+_LEVELS = [round(b / 128 - 1, 4) for b in range(256)]
+"""An embedding's number for each byte of its input's hash, worked out once."""
 
 
 def _max_tokens(body: Mapping[str, Any]) -> int | None:
@@ -401,6 +403,7 @@ def main(argv: list[str] | None = None) -> None:
         malformed_every=options.malformed_every,
         latency_s=options.latency_s,
         profile=options.profile,
+        embedding_dim=options.embedding_dim,
     )
     asyncio.run(_serve(api, options.port))
 

@@ -153,8 +153,8 @@ class SingleCalls:
         self.keys = CallKeys(config)
         self.target = str(config.url_template)
         self._method = config.method
-        self._sender = sender
-        self._mapping = mapping
+        self.sender = sender
+        self.mapping = mapping
         self._stored = stored
         self._answers: AnswerMapping = answers or mapping.mapped
         self.stored_hits = 0
@@ -178,19 +178,19 @@ class SingleCalls:
         if payload is None:
             return None
         self.stored_hits += 1
-        return self._answers(payload, url, self._sender.redact)
+        return self._answers(payload, url, self.sender.redact)
 
     async def call(self, url: str, body: str | None) -> Output:
         """The output of the request's answer, sent now; kept across runs when it maps."""
-        status, payload = await self._sender.request(self._method, url, body, allow_404=True)
+        status, payload = await self.sender.request(self._method, url, body, allow_404=True)
         if status == 404:
-            return self._mapping.not_found(f"HTTP 404 from {self._method} {url}")
+            return self.mapping.not_found(f"HTTP 404 from {self._method} {url}")
         return self.kept(url, body, payload, url)
 
     def kept(self, url: str, body: str | None, payload: bytes, where: str) -> Output:
         """The output of ``payload``, the answer to this request, kept across runs when it
         maps cleanly (only such answers are kept)."""
-        output = self._answers(payload, where, self._sender.redact)
+        output = self._answers(payload, where, self.sender.redact)
         if self._stored is not None:
             self._stored.put(self._method, url, body, payload)
         return output

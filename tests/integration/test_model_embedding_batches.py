@@ -6,11 +6,13 @@ a request charged once with the sum of its inputs' tokens."""
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from demo.model_api import ModelApi, run_model_api
 from spark_jobs.enrichers import HttpEnricher, HttpEnricherConfig
@@ -32,7 +34,7 @@ def embeddings(**given: Any) -> ModelConfig:
 
 
 @asynccontextmanager
-async def embedder(base_url: str, config: ModelConfig, stored: Any = None):
+async def embedder(base_url: str, config: ModelConfig, stored: Any = None, **given: Any):
     """The enricher a model run opens for embeddings (``row_enrichment.py``'s wiring)."""
     options: dict[str, Any] = {
         "url_template": base_url + "/embeddings",
@@ -40,6 +42,7 @@ async def embedder(base_url: str, config: ModelConfig, stored: Any = None):
         "partitions": 1,
         "cache_size": 0,
         "capacity": CAPACITY,
+        **given,
     }
     options.update(request_options(config, options))
     http = HttpEnricherConfig.from_dict(options)
@@ -159,3 +162,53 @@ async def test_a_request_is_paced_once_with_the_sum_of_its_inputs_tokens(tokens_
     if tokens_per_request:  # the estimate is the demo's count: no request above the budget
         assert max(call.tokens for call in api.timeline) <= tokens_per_request
         assert sent >= api.stats["prompt_tokens"] / tokens_per_request
+
+
+async def test_a_request_s_answer_may_be_as_large_as_the_cap_an_input():
+    """Each input's answer is capped as when asked alone: a request of many inputs may
+    answer that many times ``max_response_bytes`` (a real one: about 30 KiB an input)."""
+    api = ModelApi(embedding_dim=64)
+    records = titles(128)
+    async with run_model_api(api) as base:
+        async with embedder(base, embeddings(), max_response_bytes=1500) as (enrich, _):
+            outputs = await run(enrich, records)
+    assert all(isinstance(o, dict) and len(o["embedding"]) == 64 for o in outputs), outputs[0]
+    assert api.stats["requests"] <= math.ceil(len(records) / CAPACITY) + 2
+
+
+async def test_an_unusable_part_of_a_batch_answer_fails_only_its_own_record():
+    """A server answering some inputs wrongly (a vector of NaN, one left out, one not a
+    list): those records fail as unusable answers, their neighbours are answered."""
+
+    async def answer(request: web.Request) -> web.Response:
+        inputs = (await request.json())["input"]
+        data = []
+        for index, text in enumerate(inputs):
+            vector: Any = [0.5, -0.25]
+            if text == "nan":
+                vector = [float("nan"), 1.0]
+            elif text == "not a list":
+                vector = {"x": 1}
+            if text != "left out":
+                data.append({"index": index, "embedding": vector})
+        usage = {"prompt_tokens": 10 * len(inputs), "total_tokens": 10 * len(inputs)}
+        return web.Response(text=json.dumps({"data": data, "usage": usage}))
+
+    app = web.Application()
+    app.router.add_post("/v1/embeddings", answer)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    base = f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+    records = [{"title": t} for t in ("a", "nan", "b", "left out", "not a list", "c")]
+    try:
+        async with embedder(base, embeddings()) as (enrich, _):
+            outputs = await run(enrich, records)
+    finally:
+        await runner.cleanup()
+    kinds = [o[0] if isinstance(o, tuple) else "ok" for o in outputs]
+    assert kinds == ["ok", "InvalidResponseError", "ok"] + ["InvalidResponseError"] * 2 + ["ok"]
+    assert "(input 3 of 6)" in outputs[3][1]
+    # the usage of 60 shared by the estimates 1, 1, 1, 2, 3, 1 (4 characters a token)
+    assert outputs[0] == {"embedding": [0.5, -0.25], "prompt_tokens": 7, "completion_tokens": 0}

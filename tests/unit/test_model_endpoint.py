@@ -671,3 +671,10 @@ def test_a_request_s_usage_is_shared_out_in_whole_tokens_that_add_up(total, weig
         assert all(abs(s - total * w / whole) < 1 for s, w in zip(shares, weights, strict=True))
     if total == sum(weights):
         assert shares == weights, "an exact estimate gives each input its own count"
+
+
+def test_embeddings_many_a_request_let_the_whole_queue_call_to_fill_requests():
+    embed = {"model": "e", "prompt": "{title}", "api": "embeddings"}
+    assert _spec(model=embed).operator_call_capacity is None
+    alone = _spec(model={**embed, "inputs_per_request": 1})
+    assert alone.operator_call_capacity == alone.capacity

@@ -19,7 +19,9 @@ most ``tokens_a_request`` estimated tokens (``ModelConfig``), and
   request of the rate, its inputs' tokens) and its ``usage`` settles it and the ledger.
   A record's ``prompt_tokens`` is that usage shared out by the inputs' estimates, the
   largest remainders rounded up, so the records add up to the provider's count; it is
-  the count of the input alone whenever the estimate counts as the provider does.
+  the count of the input alone whenever the estimate counts as the provider does. The
+  answer may be as large as ``max_response_bytes`` an input (each input's answer capped
+  as when asked alone): 2 048 vectors of 1 536 floats are about 60 MiB of JSON.
 * **a refusal is the input's**: a 400, 413 or 422 to a request of several inputs (one
   input empty or too long for the model) splits it in halves, each sent again, the first
   before the second, down to single inputs sent as their records' own requests: only
@@ -93,8 +95,10 @@ class EmbeddingBatchesFactory:
         mapping: ResponseMapping,
         stored: StoredResponses | None,
     ) -> EmbeddingBatches:
-        single = SingleCalls(config, sender, mapping, stored, ModelAnswers(self.model))
-        return EmbeddingBatches(self.model, self.tokens_a_request, single, sender, mapping)
+        answers = ModelAnswers(self.model)
+        single = SingleCalls(config, sender, mapping, stored, answers)
+        keeps = stored is not None
+        return EmbeddingBatches(self.model, self.tokens_a_request, single, answers, keeps)
 
 
 class EmbeddingBatches:
@@ -106,16 +110,20 @@ class EmbeddingBatches:
         model: ModelConfig,
         tokens_a_request: int,
         single: SingleCalls,
-        sender: RequestSender,
-        mapping: ResponseMapping,
+        answers: ModelAnswers,
+        keeps: bool,
     ) -> None:
+        """``single``: how a record is sent and kept alone; ``keeps``: whether its
+        answers are kept across runs (then each input's is written as its own answer)."""
         self.keys = single.keys
         self.target = single.target
         self._model = model
         self._tokens = tokens_a_request
         self._single = single
-        self._sender = sender
-        self._mapping = mapping
+        self._sender = single.sender
+        self._mapping = single.mapping
+        self._answers = answers
+        self._keeps = keeps
         self._batcher: Batcher[EmbeddingInput, Output] | None = None
         self.batches_sent = 0
 
@@ -182,8 +190,9 @@ class EmbeddingBatches:
         body = json.loads(inputs[0].body)
         body["input"] = [item.text for item in inputs]
         self.batches_sent += 1
+        encoded = json.dumps(body, separators=(",", ":"))
         status, payload = await self._sender.request(
-            "POST", url, json.dumps(body, separators=(",", ":")), allow_404=True
+            "POST", url, encoded, allow_404=True, answers=len(inputs)
         )
         if status == 404:
             return {item: self._not_found(f"HTTP 404 from POST {url}") for item in inputs}
@@ -212,7 +221,11 @@ class EmbeddingBatches:
             try:
                 tokens = None if shares is None else shares[index]
                 own = _own_answer(document, vectors.get(index), tokens, at)
-                outcomes[item] = self._single.kept(item.url, item.body, own, at)
+                if self._keeps:  # as the answer to the record's own request
+                    kept = _encoded(own, at)
+                    outcomes[item] = self._single.kept(item.url, item.body, kept, at)
+                else:  # the same output, without writing and parsing it again
+                    outcomes[item] = self._answers.of_document(own, payload, at, redact)
             except EnrichmentError as error:
                 outcomes[item] = error
         return outcomes
@@ -234,7 +247,7 @@ def _vectors(document: Any, where: str, redact: Any) -> dict[int, Any]:
     }
 
 
-def _own_answer(document: Any, vector: Any, tokens: int | None, where: str) -> bytes:
+def _own_answer(document: Any, vector: Any, tokens: int | None, where: str) -> dict[str, Any]:
     """The answer to one input alone: its vector as ``data[0]``, its tokens as usage."""
     if vector is None:
         raise InvalidResponseError(f"no data[] item for the input in the answer from {where}")
@@ -245,6 +258,10 @@ def _own_answer(document: Any, vector: Any, tokens: int | None, where: str) -> b
     }
     if tokens is not None:
         answer["usage"] = {"prompt_tokens": tokens, "total_tokens": tokens}
+    return answer
+
+
+def _encoded(answer: dict[str, Any], where: str) -> bytes:
     try:
         return json.dumps(answer, separators=(",", ":")).encode()
     except (ValueError, RecursionError):  # a vector nested too deeply to write
