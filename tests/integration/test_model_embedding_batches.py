@@ -151,9 +151,9 @@ async def test_a_request_is_paced_once_with_the_sum_of_its_inputs_tokens(tokens_
     async with run_model_api(api) as base:
         async with embedder(base, config) as (enrich, pacing):
             outputs = await run(enrich, records)
-            sent = enrich.stats["requests_made"]
+    sent = api.stats["requests"]
     assert all(isinstance(o, dict) for o in outputs)
-    assert sent == api.stats["requests"] == api.stats["charged_requests"]
+    assert sent == api.stats["charged_requests"] < len(records) / 8, "one request each"
     assert (
         pacing.prompt_tokens
         == api.stats["prompt_tokens"]
