@@ -15,7 +15,9 @@ import pytest
 from aiohttp import web
 
 from demo.model_api import ModelApi, run_model_api
-from spark_jobs.enrichers import HttpEnricher, HttpEnricherConfig
+from demo.provider_profiles import OpenAIProfile
+from spark_jobs.asyncwait import AsyncWaitOperator, Failure, Result
+from spark_jobs.enrichers import HttpEnricher, HttpEnricherConfig, default_retry_strategy
 from spark_jobs.enrichers.model_endpoint import (
     ModelAnswers,
     ModelConfig,
@@ -212,3 +214,24 @@ async def test_an_unusable_part_of_a_batch_answer_fails_only_its_own_record():
     assert "(input 3 of 6)" in outputs[3][1]
     # the usage of 60 shared by the estimates 1, 1, 1, 2, 3, 1 (4 characters a token)
     assert outputs[0] == {"embedding": [0.5, -0.25], "prompt_tokens": 7, "completion_tokens": 0}
+
+
+async def test_a_throttled_request_s_records_retry_on_their_own_and_each_is_paid_once():
+    """Under a request limit of 5 a second (no headers learned yet at the start, so the
+    first requests are refused), each refused request's records are retried by the
+    operator and join later requests: no dead letter, each input paid once."""
+    profile = OpenAIProfile(requests=5, minute_s=1.0, retry_after=True)
+    api = ModelApi(profile=profile, latency_s=0.2)  # several requests out before an answer
+    records = titles(300)
+    async with run_model_api(api) as base:
+        config = embeddings(inputs_per_request=10, limits_window_s=1.0)
+        async with embedder(base, config) as (enrich, _):
+            operator = AsyncWaitOperator(
+                enrich, mode="unordered", capacity=CAPACITY, timeout=120,
+                retry=default_retry_strategy(),
+            )  # fmt: skip
+            outputs = [o async for o in operator.run(iter(records))]
+    done = [o for o in outputs if isinstance(o, Result | Failure)]
+    assert len(done) == len(records) and all(isinstance(o, Result) for o in done)
+    assert api.stats["inputs"] == len(records) and set(api.calls_by_prompt.values()) == {1}
+    assert api.by_status[429] > 0, "the limit refused some requests (else nothing is tested)"
