@@ -19,15 +19,29 @@ Results go to ``benchmarks/results/provider_pacing.json``.
 
 The issue's targets: at least 0.9 of the binding limit after the first minute, at most
 2 % of calls answered 429, no dead letter.
+
+``embeddings`` (``python -m benchmarks.provider_pacing embeddings``) runs the same
+records' embeddings against the OpenAI emulator at a requests-per-minute limit
+(``EMBED_RPM`` a "minute", tokens not binding; the emulator in its own process, as a
+provider is), once one input a request and once many
+(``model.inputs_per_request``' default, the enricher's batched embeddings), each with
+the job's default capacity and queue (``defaults.CAPACITY``, ``QUEUE_FACTOR``): the
+records/s of each from the first call to the last, their ratio, the requests, and whether
+the outputs are the same. The issue's target: at least 20 times the records/s, the same
+output.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
+import subprocess
 import sys
 import time
-from collections.abc import Callable
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +54,8 @@ from demo.provider_profiles import (
     OpenAIProfile,
     ProviderProfile,
 )
-from spark_jobs.asyncwait import AsyncWaitOperator, Failure
+from spark_jobs import defaults
+from spark_jobs.asyncwait import AsyncWaitOperator, Failure, Result
 from spark_jobs.enrichers import HttpEnricher, HttpEnricherConfig, default_retry_strategy
 from spark_jobs.enrichers.model_endpoint import (
     ModelAnswers,
@@ -48,7 +63,10 @@ from spark_jobs.enrichers.model_endpoint import (
     ModelPacing,
     request_options,
 )
+from spark_jobs.enrichers.model_endpoint.embedding_batches import embedding_batches
+from spark_jobs.spec.job_spec import QUEUE_FACTOR
 
+ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).parent / "results" / "provider_pacing.json"
 MINUTE_S = 6.0
 LATENCY_S = 0.3
@@ -96,19 +114,18 @@ def model_config(profile: str) -> ModelConfig:
     )
 
 
+def http_config(url: str, config: ModelConfig, **given: Any) -> HttpEnricherConfig:
+    """One partition's HTTP enricher calling the model at ``url``."""
+    options = {"url_template": url, "partitions": PARTITIONS, "cache_size": 0, **given}
+    options.update(request_options(config, options))
+    return HttpEnricherConfig.from_dict({**options, "response_fields": {"unused": "$.unused"}})
+
+
 async def partition(base: str, config: ModelConfig, records: range) -> list[Any]:
     """One partition's enricher and operator over ``records``, as the job runs them."""
     path = "/messages" if config.api == "anthropic" else "/chat/completions"
-    options: dict[str, Any] = {
-        "url_template": base + path,
-        "response_fields": {"unused": "$.unused"},
-        "partitions": PARTITIONS,
-        "capacity": CAPACITY,
-        "cache_size": 0,
-    }
-    options.update(request_options(config, options))
+    http = http_config(base + path, config, capacity=CAPACITY)
     pacing = ModelPacing(config, PARTITIONS)
-    http = HttpEnricherConfig.from_dict(options)
     async with HttpEnricher(http, answers=ModelAnswers(config), pacing=pacing) as enrich:
         operator = AsyncWaitOperator(
             enrich, mode="unordered", capacity=CAPACITY, timeout=600,
@@ -160,7 +177,126 @@ async def run_profile(name: str, records: int = RECORDS) -> dict[str, Any]:
     }
 
 
+EMBED_RESULTS = Path(__file__).parent / "results" / "embedding_batches.json"
+EMBED_RPM = 300
+"""Requests a "minute" (``MINUTE_S``): 50 a second, the limit that binds."""
+EMBED_RECORDS = 6000
+EMBED_DIM = 256
+
+
+async def embeddings_partition(
+    base: str, config: ModelConfig, records: range
+) -> tuple[list[Any], float, float]:
+    """One partition's embeddings as the job runs them (the default capacity and queue;
+    the whole queue calls when inputs are gathered, ``JobSpec.operator_call_capacity``):
+    its outputs, and when its first and last calls went."""
+    http = http_config(base + "/embeddings", config)
+    calls = embedding_batches(config, PARTITIONS)
+    pacing = ModelPacing(config, PARTITIONS)
+    async with HttpEnricher(
+        http, answers=ModelAnswers(config), pacing=pacing, calls=calls
+    ) as enrich:
+        operator = AsyncWaitOperator(
+            enrich,
+            mode=defaults.MODE,
+            capacity=QUEUE_FACTOR * http.capacity,
+            call_capacity=None if calls is not None else http.capacity,
+            timeout=600,
+            retry=default_retry_strategy(),
+        )
+        started = time.monotonic()
+        source = ({"title": f"record {i}"} for i in records)
+        outputs = [o async for o in operator.run(source) if isinstance(o, Result | Failure)]
+        return outputs, started, time.monotonic()
+
+
+@contextmanager
+def embeddings_endpoint() -> Iterator[tuple[str, Callable[[], dict[str, Any]]]]:
+    """The OpenAI emulator at ``EMBED_RPM``, in its own process as a provider is (its
+    vectors cost it, not the client, CPU); yields its base URL and its ``/stats``."""
+    command = [sys.executable, "-m", "demo.model_api", "--port", "0", "--profile", "openai"]
+    command += ["--requests", str(EMBED_RPM), "--minute-s", str(MINUTE_S)]
+    command += ["--latency", str(LATENCY_S), "--embedding-dim", str(EMBED_DIM)]
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        match = re.search(r"http://\S+", process.stdout.readline() if process.stdout else "")
+        assert match is not None, "the demo model endpoint did not start"
+        base = match.group(0)
+
+        def stats() -> dict[str, Any]:
+            with urllib.request.urlopen(base.removesuffix("/v1") + "/stats") as answer:
+                found: dict[str, Any] = json.load(answer)
+                return found
+
+        yield base, stats
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+async def run_embeddings(base: str, inputs_per_request: int | None) -> dict[str, Any]:
+    config = ModelConfig(
+        model="text-embedding-3-small",
+        prompt="{title}",
+        api="embeddings",
+        limits_window_s=MINUTE_S,
+        inputs_per_request=inputs_per_request,
+    )
+    shares = [range(p, EMBED_RECORDS, PARTITIONS) for p in range(PARTITIONS)]
+    runs = await asyncio.gather(*(embeddings_partition(base, config, s) for s in shares))
+    span = max(end for _, _, end in runs) - min(start for _, start, _ in runs)
+    outputs = {
+        o.record["title"]: o.value if not isinstance(o, Failure) else o.error
+        for part, _, _ in runs
+        for o in part
+    }
+    return {
+        "inputs_per_request": config.inputs_a_request,
+        "records": EMBED_RECORDS,
+        "dead_letters": sum(1 for part, _, _ in runs for o in part if isinstance(o, Failure)),
+        "span_s": round(span, 2),
+        "records_per_s": round(EMBED_RECORDS / span, 1),
+        "outputs": outputs,
+    }
+
+
+def embeddings_run(inputs_per_request: int | None) -> dict[str, Any]:
+    """One run against a fresh endpoint, with what the endpoint counted."""
+    with embeddings_endpoint() as (base, stats):
+        result = asyncio.run(run_embeddings(base, inputs_per_request))
+        counted = stats()
+    return {
+        **result,
+        "requests": counted["requests"],
+        "answered_429": counted["by_status"].get("429", 0),
+        "inputs_paid": counted["inputs"],
+    }
+
+
+def embeddings_benchmark() -> dict[str, Any]:
+    alone = embeddings_run(1)
+    batched = embeddings_run(None)
+    same = alone.pop("outputs") == batched.pop("outputs")
+    return {
+        "profile": "openai",
+        "minute_s": MINUTE_S,
+        "requests_per_minute": EMBED_RPM,
+        "latency_s": LATENCY_S,
+        "embedding_dim": EMBED_DIM,
+        "one_input_a_request": alone,
+        "batched": batched,
+        "speedup": round(batched["records_per_s"] / alone["records_per_s"], 1),
+        "same_output": same,
+    }
+
+
 def main(argv: list[str]) -> None:
+    if argv == ["embeddings"]:
+        result = embeddings_benchmark()
+        print(json.dumps(result), flush=True)
+        EMBED_RESULTS.parent.mkdir(exist_ok=True)
+        EMBED_RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+        return
     names = argv or list(PROFILES)
     unknown = sorted(set(names) - set(PROFILES))
     if unknown:

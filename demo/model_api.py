@@ -11,7 +11,11 @@ what each record gets, and a repeated prompt gets the same answer:
   schema-less model sometimes writes;
 * a prompt holding ``REFUSE`` is refused (``message.refusal``; Anthropic
   ``stop_reason: refusal``), one holding ``FILTER`` is withheld by the content filter;
-* embeddings: ``embedding_dim`` numbers in [-1, 1) from the hash.
+* embeddings: ``embedding_dim`` numbers in [-1, 1) from the hash, for one ``input`` or
+  each of a list of them (``data[]`` with each one's ``index``, one ``usage`` summing
+  their tokens), within OpenAI's documented bounds (``EmbeddingBounds``): a list of at
+  most 2 048 inputs, none empty nor over 8 192 tokens, at most 300 000 tokens summed;
+  past one, the whole request is a 400 naming the input at fault, as OpenAI refuses it.
 
 Tokens are counted as a quarter of the characters (prompt: the messages' text; completion:
 the answer's) and reported in ``usage``. How a call is charged, limited and answered is the
@@ -21,9 +25,10 @@ providers document); one answer generator and one server serve them all. Each ca
 admitted (charged) when it arrives, then served (the fixed ``latency_s``, or the self-hosted
 server's batch), then settled when its answer ends (Anthropic's output adjustment).
 
-``/stats`` counts calls, admissions, each refusal's outcome (``throttled``, ``server_error``,
-``overloaded``, ``account``, ...), answers by status, tokens charged per limit
-(``charged_<limit>``), usage, the calls per prompt (a prompt paid twice shows);
+``/stats`` counts calls, admissions, embeddings ``inputs`` answered, ``bad_requests``
+(400), each refusal's outcome (``throttled``, ``server_error``, ``overloaded``,
+``account``, ...), answers by status, tokens charged per limit (``charged_<limit>``),
+usage, the calls per prompt or input (one paid twice shows);
 ``/timeline`` has every call (arrival, status, charge per limit, latency) and each limit per
 minute; ``/calls`` the answered calls per prompt.
 """
@@ -106,6 +111,40 @@ class TimelineEntry:
         }
 
 
+@dataclass(frozen=True)
+class EmbeddingBounds:
+    """What one embeddings request may carry, from OpenAI's API reference: "any array must
+    be 2048 dimensions or less", an input "must not exceed the max input tokens for the
+    model (8192 tokens for all embedding models), cannot be an empty string", and "a
+    maximum of 300,000 tokens summed across all inputs in a single request"."""
+
+    inputs: int = 2048
+    input_tokens: int = 8192
+    request_tokens: int = 300_000
+
+    def inputs_of(self, body: Mapping[str, Any]) -> list[str]:
+        """The request's inputs; a ``ValueError`` (a 400) naming the one at fault."""
+        given = body.get("input")
+        inputs: list[Any] = given if isinstance(given, list) else [given]
+        if not inputs or len(inputs) > self.inputs:
+            raise ValueError(f"'$.input' holds {len(inputs)} inputs: 1 to {self.inputs} allowed")
+        for i, text in enumerate(inputs):
+            where = f"'$.input[{i}]'" if isinstance(given, list) else "'$.input'"
+            if not isinstance(text, str) or not text:
+                raise ValueError(f"{where} is invalid: an input is a non-empty string")
+            if count_tokens(text) > self.input_tokens:
+                raise ValueError(
+                    f"{where} is too long: this model's maximum context length is "
+                    f"{self.input_tokens} tokens, the input has {count_tokens(text)}"
+                )
+        total = sum(map(count_tokens, inputs))
+        if total > self.request_tokens:
+            raise ValueError(
+                f"'$.input' holds {total} tokens: at most {self.request_tokens} a request"
+            )
+        return inputs
+
+
 @dataclass
 class ModelApi:
     """The endpoint's state: its provider profile (``fixed-window`` over ``limits`` unless
@@ -115,6 +154,7 @@ class ModelApi:
     malformed_every: int = 0
     latency_s: float = 0.0
     embedding_dim: int = 8
+    embedding_bounds: EmbeddingBounds = field(default_factory=EmbeddingBounds)
     profile: ProviderProfile | None = None
     stats: Counter[str] = field(default_factory=Counter)
     by_status: Counter[int] = field(default_factory=Counter)
@@ -141,10 +181,8 @@ class ModelApi:
     ) -> tuple[int, dict[str, Any], Mapping[str, str]]:
         """(status, JSON answer, headers) for one call: admitted (charged) when it arrives,
         served, then settled when its answer ends."""
-        prompt = _prompt_text(api, body)
-        seed = hashlib.sha256(prompt.encode()).digest()
-        document, completion = self._document(api, body, prompt, seed)
-        tokens = count_tokens(prompt)
+        prompts, document, completion = self._served(api, body)
+        tokens = sum(map(count_tokens, prompts))
         model = str(body.get("model") or "")
         call = Call(api, model, deployment or model, tokens, completion, _max_tokens(body))
         profile, arrived = self.provider, self.provider.elapsed()
@@ -158,30 +196,40 @@ class ModelApi:
         headers, charged = profile.finish(call, decision)
         self._log(arrived, 200, True, charged)
         self.stats["admitted"] += 1
-        return 200, self._answered(api, body, prompt, document, completion), headers
+        return 200, self._answered(api, body, prompts, document, completion), headers
 
     def batch_answer(self, api: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """The answer one request of a batch gets (``batch_api.py``): the same document
         and usage as online, outside the online limits (a batch has its own)."""
-        prompt = _prompt_text(api, body)
+        prompts, document, completion = self._served(api, body)
         _max_tokens(body)  # the same refusal of a bad max_tokens
+        self.stats["batch_requests"] += 1
+        return self._answered(api, body, prompts, document, completion)
+
+    def _served(self, api: str, body: Mapping[str, Any]) -> tuple[list[str], dict[str, Any], int]:
+        """(the call's prompts, its answer before usage, its completion tokens)."""
+        if api == "embeddings":
+            prompts = self.embedding_bounds.inputs_of(body)
+            return prompts, self._embeddings(prompts), 0
+        prompt = _prompt_text(body)
         seed = hashlib.sha256(prompt.encode()).digest()
         document, completion = self._document(api, body, prompt, seed)
-        self.stats["batch_requests"] += 1
-        return self._answered(api, body, prompt, document, completion)
+        return [prompt], document, completion
 
     def _answered(
         self,
         api: str,
         body: Mapping[str, Any],
-        prompt: str,
+        prompts: list[str],
         document: dict[str, Any],
         completion: int,
     ) -> dict[str, Any]:
         """``document`` with its usage, counted as answered (and paid)."""
-        seed, tokens = hashlib.sha256(prompt.encode()).digest(), count_tokens(prompt)
-        self.calls_by_prompt[prompt] += 1
-        if api != "embeddings" and self._malformed(body, prompt, seed):
+        tokens = sum(map(count_tokens, prompts))
+        self.stats["inputs"] += len(prompts)
+        self.calls_by_prompt.update(prompts)
+        seed = hashlib.sha256(prompts[0].encode()).digest()
+        if api != "embeddings" and self._malformed(body, prompts[0], seed):
             self.stats["malformed"] += 1
             self.malformed_prompts.add(seed.hex()[:16])
         self.stats["prompt_tokens"] += tokens
@@ -206,12 +254,18 @@ class ModelApi:
         latency = round(self.provider.elapsed() - arrived, 4)
         self.timeline.append(TimelineEntry(round(arrived, 4), status, admitted, charged, latency))
 
+    def _embeddings(self, inputs: list[str]) -> dict[str, Any]:
+        """One vector per input, each in ``data[]`` with its input's ``index``."""
+        data = []
+        for index, text in enumerate(inputs):
+            seed = hashlib.sha256(text.encode()).digest()
+            vector = list(map(_LEVELS.__getitem__, (seed * 8)[: self.embedding_dim]))
+            data.append({"object": "embedding", "index": index, "embedding": vector})
+        return {"object": "list", "data": data}
+
     def _document(
         self, api: str, body: Mapping[str, Any], prompt: str, seed: bytes
     ) -> tuple[dict[str, Any], int]:
-        if api == "embeddings":
-            vector = [round(b / 128 - 1, 4) for b in (seed * 8)[: self.embedding_dim]]
-            return {"object": "list", "data": [{"index": 0, "embedding": vector}]}, 0
         text, finish = self._text(body, prompt, seed)
         completion = count_tokens(text or "")
         if api == "messages":
@@ -244,6 +298,8 @@ class ModelApi:
 
 
 _OPENAI_USAGE = ("prompt_tokens", "completion_tokens")
+_LEVELS = [round(b / 128 - 1, 4) for b in range(256)]
+"""An embedding's number for each byte of its input's hash, worked out once."""
 
 
 def _max_tokens(body: Mapping[str, Any]) -> int | None:
@@ -264,9 +320,8 @@ def _schema(body: Mapping[str, Any]) -> Any:
 STATE: web.AppKey[ModelApi] = web.AppKey("model_api")
 
 
-def _prompt_text(api: str, body: Mapping[str, Any]) -> str:
-    if api == "embeddings":
-        return str(body.get("input", ""))
+def _prompt_text(body: Mapping[str, Any]) -> str:
+    """A chat or messages call's prompt: its system and messages' text."""
     parts = [_content_text(body.get("system"))]
     for message in body.get("messages") or []:
         if isinstance(message, Mapping):
@@ -312,6 +367,7 @@ def _handler(kind: str) -> Any:
                 raise ValueError(f"the body is a JSON {type(body).__name__}, not an object")
             answer = await api.answer(kind, body, request.match_info.get("deployment"))
         except ValueError as error:  # not JSON, or a field no provider would take
+            api.stats["bad_requests"] += 1
             message = f"bad request: {error}"
             return web.json_response({"error": {"message": message}}, status=400)
         status, document, headers = answer
@@ -383,6 +439,7 @@ def main(argv: list[str] | None = None) -> None:
         latency_s=options.latency_s,
         profile=options.profile,
         batch_knobs=options.batch_knobs,
+        embedding_dim=options.embedding_dim,
     )
     asyncio.run(_serve(api, options.port))
 

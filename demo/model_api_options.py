@@ -36,6 +36,7 @@ class ModelApiOptions:
     malformed_every: int
     latency_s: float
     batch_knobs: BatchKnobs
+    embedding_dim: int
 
 
 def parser() -> argparse.ArgumentParser:
@@ -47,6 +48,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--profile", choices=PROFILES, default="fixed-window")
     parser.add_argument("--malformed-every", type=int, default=0, help="every Nth prompt (0)")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds per answer (0)")
+    parser.add_argument("--embedding-dim", type=int, default=8, help="numbers a vector (8)")
     limits = parser.add_argument_group("limits", "none unless given")
     limits.add_argument("--requests", type=int, help="requests per window or minute")
     limits.add_argument("--tokens", type=int, help="tokens per window or minute (azure: TPM)")
@@ -95,7 +97,9 @@ def parse(argv: list[str] | None = None) -> ModelApiOptions:
         fail_every=args.fail_every,
         max_requests=args.batch_max_requests,
     )
-    return ModelApiOptions(args.port, _profile(args), args.malformed_every, args.latency, knobs)
+    return ModelApiOptions(
+        args.port, _profile(args), args.malformed_every, args.latency, knobs, args.embedding_dim
+    )
 
 
 def _profile(args: argparse.Namespace) -> ProviderProfile:

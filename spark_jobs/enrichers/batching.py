@@ -7,6 +7,11 @@ sends them in one call, then resolves every caller with the outcome for its own 
 (a value, or an exception for that key alone). A failed batch call fails every caller
 of that batch, and the operator retries each record on its own; retries simply join a
 later batch.
+
+Some APIs also bound what a request carries (an embeddings request: 300 000 tokens
+summed over its inputs): with ``weight`` and ``max_weight`` a key that would carry the
+waiting batch past ``max_weight`` sends that batch first and starts the next one. A key
+heavier than ``max_weight`` on its own goes alone, for the API to answer or refuse.
 """
 
 from __future__ import annotations
@@ -29,15 +34,29 @@ class BatchAnswerMissing(LookupError):
 class Batcher(Generic[K, V]):
     """Coalesces ``submit(key)`` calls into ``send(keys)`` calls of at most ``size`` keys."""
 
-    def __init__(self, send: SendBatch[K, V], size: int, max_wait: float) -> None:
+    def __init__(
+        self,
+        send: SendBatch[K, V],
+        size: int,
+        max_wait: float,
+        weight: Callable[[K], int] | None = None,
+        max_weight: int | None = None,
+    ) -> None:
+        """``weight(key)``: what a key adds to its batch, which carries at most
+        ``max_weight`` (both or neither)."""
         if size < 1:
             raise ValueError(f"size must be >= 1, got {size!r}")
         if max_wait <= 0:
             raise ValueError(f"max_wait must be > 0, got {max_wait!r}")
+        if (weight is None) != (max_weight is None) or (max_weight is not None and max_weight < 1):
+            raise ValueError(f"give weight and a max_weight >= 1 together, got {max_weight!r}")
         self._send = send
         self.size = size
         self.max_wait = max_wait
+        self._weight = weight
+        self.max_weight = max_weight
         self._pending: dict[K, list[asyncio.Future[V]]] = {}
+        self._pending_weight = 0
         self._timer: asyncio.TimerHandle | None = None
         self._sending: set[asyncio.Task[None]] = set()
 
@@ -47,8 +66,9 @@ class Batcher(Generic[K, V]):
         future: asyncio.Future[V] = loop.create_future()
         waiters = self._pending.get(key)
         if waiters is None:
-            self._pending[key] = [future]
-            if len(self._pending) >= self.size:
+            self._add(key, future)
+            full = self.max_weight is not None and self._pending_weight >= self.max_weight
+            if full or len(self._pending) >= self.size:
                 self._flush()
             elif self._timer is None:
                 self._timer = loop.call_later(self.max_wait, self._flush)
@@ -56,11 +76,22 @@ class Batcher(Generic[K, V]):
             waiters.append(future)  # the same key twice in one batch: asked once
         return await future
 
+    def _add(self, key: K, future: asyncio.Future[V]) -> None:
+        """A new key joins the waiting batch, which is sent first if the key's weight
+        would carry it past ``max_weight``."""
+        if self._weight is not None and self.max_weight is not None:
+            weight = self._weight(key)
+            if self._pending and self._pending_weight + weight > self.max_weight:
+                self._flush()
+            self._pending_weight += weight
+        self._pending[key] = [future]
+
     def _flush(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         batch, self._pending = self._pending, {}
+        self._pending_weight = 0
         if batch:
             task = asyncio.get_running_loop().create_task(self._deliver(batch))
             self._sending.add(task)
@@ -103,6 +134,7 @@ class Batcher(Generic[K, V]):
             for waiter in waiters:
                 waiter.cancel()
         self._pending = {}
+        self._pending_weight = 0
         tasks = list(self._sending)
         for task in tasks:
             task.cancel()

@@ -4,9 +4,11 @@ Two strategies, as Beam separates its ``Caller`` from what wraps it: :class:`Sin
 sends one request per record (answering from the response cache across runs when there
 is one; a model's batch mode makes each a row of a provider batch instead);
 :class:`BatchCalls` parks each record's key until a batch request is due and hands every
-caller the item for its own key. :class:`HttpEnricher` picks one when it is built and
-never asks which it holds: its LRU cache, in-flight sharing and counters are the same for
-both. :class:`ResponseMapping` turns an answer into the record's fields for either.
+caller the item for its own key. A third comes from outside (:data:`CallsFactory`: a
+model endpoint's embeddings, many inputs a request, each record still cached on its own).
+:class:`HttpEnricher` picks one when it is built and never asks which it holds: its LRU
+cache, in-flight sharing and counters are the same for all. :class:`ResponseMapping`
+turns an answer into the record's fields for each.
 """
 
 from __future__ import annotations
@@ -54,8 +56,15 @@ class Calls(Protocol[UrlT]):
         """``(key, url, body)`` of a record; the key dedups and caches its answer."""
         ...
 
-    batches_sent: int
-    stored_hits: int
+    @property
+    def batches_sent(self) -> int:
+        """Requests that carried many records."""
+        ...
+
+    @property
+    def stored_hits(self) -> int:
+        """Records answered from the response cache across runs."""
+        ...
 
     def open(self) -> None: ...
 
@@ -144,8 +153,8 @@ class SingleCalls:
         self.keys = CallKeys(config)
         self.target = str(config.url_template)
         self._method = config.method
-        self._sender = sender
-        self._mapping = mapping
+        self.sender = sender
+        self.mapping = mapping
         self._stored = stored
         self._answers: AnswerMapping = answers or mapping.mapped
         self.stored_hits = 0
@@ -157,23 +166,39 @@ class SingleCalls:
         pass
 
     async def fetch(self, key: Hashable, url: str, body: str | None) -> Output:
+        output = self.stored_answer(url, body)
+        if output is not None:
+            return output
+        return await self.call(url, body)
+
+    def stored_answer(self, url: str, body: str | None) -> Output | None:
+        """The output of the answer kept across runs for this request, if there is one."""
         stored = self._stored
         payload = stored.get(self._method, url, body) if stored is not None else None
-        if payload is not None:
-            self.stored_hits += 1
-            return self._answers(payload, url, self._sender.redact)
+        if payload is None:
+            return None
+        self.stored_hits += 1
+        return self._answers(payload, url, self.sender.redact)
+
+    async def call(self, url: str, body: str | None) -> Output:
+        """The output of the request's answer, sent now; kept across runs when it maps."""
         status, payload = await self._send(url, body)
         if status == 404:
-            return self._mapping.not_found(f"HTTP 404 from {self._method} {url}")
-        output = self._answers(payload, url, self._sender.redact)
-        if stored is not None:  # only answers that mapped cleanly are kept
-            stored.put(self._method, url, body, payload)
+            return self.mapping.not_found(f"HTTP 404 from {self._method} {url}")
+        return self.kept(url, body, payload, url)
+
+    def kept(self, url: str, body: str | None, payload: bytes, where: str) -> Output:
+        """The output of ``payload``, the answer to this request, kept across runs when it
+        maps cleanly (only such answers are kept)."""
+        output = self._answers(payload, where, self.sender.redact)
+        if self._stored is not None:
+            self._stored.put(self._method, url, body, payload)
         return output
 
     def _send(self, url: str, body: str | None) -> Awaitable[tuple[int, bytes]]:
         """The answer no cache had, as (status, body): a call of its own (a row of a
         provider batch in ``model_endpoint/batch_calls.py``)."""
-        return self._sender.request(self._method, url, body, allow_404=True)
+        return self.sender.request(self._method, url, body, allow_404=True)
 
 
 class BatchCalls:
@@ -242,3 +267,19 @@ class BatchCalls:
             except EnrichmentError as error:
                 outcomes[key] = error
         return outcomes
+
+
+CallsFactory = Callable[
+    [
+        HttpEnricherConfig,
+        RequestSender,
+        ResponseMapping,
+        StoredResponses | None,
+        AnswerMapping | None,
+    ],
+    Calls[Any],
+]
+"""Builds another way of reaching the API for the enricher from its config, sender,
+mapping, store and answer mapping: a model endpoint's embeddings, many inputs a request
+(``model_endpoint/embedding_batches.py``), or its batch mode, each request a row of a
+provider batch (``model_endpoint/batch_calls.py``)."""

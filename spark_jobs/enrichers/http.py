@@ -19,7 +19,7 @@ back through here and pays its token and slot like a first call.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Hashable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +30,7 @@ from .calls import (
     AnswerMapping,
     BatchCalls,
     Calls,
+    CallsFactory,
     Output,
     ResponseMapping,
     SingleCalls,
@@ -40,17 +41,6 @@ from .dedup import Coalescer, LruCache
 from .errors import is_retryable
 from .request_budget import RequestBudget
 from .sender import RequestSender
-
-SingleCallsFactory = Callable[
-    [
-        HttpEnricherConfig,
-        RequestSender,
-        ResponseMapping,
-        StoredResponses | None,
-        AnswerMapping | None,
-    ],
-    SingleCalls,
-]
 
 if TYPE_CHECKING:
     import aiohttp
@@ -78,7 +68,7 @@ class HttpEnricher:
         *,
         answers: AnswerMapping | None = None,
         pacing: CallPacing | None = None,
-        calls: SingleCallsFactory | None = None,
+        calls: CallsFactory | None = None,
     ) -> None:
         """``stored``: answers kept across runs; ``request_budget``: what this enricher
         may send before it raises :class:`BudgetExhausted` instead of sending;
@@ -86,8 +76,9 @@ class HttpEnricher:
         resumed partition's replayed answers), instead of an empty one. ``answers``
         maps a body to the output instead of the ``response_fields`` paths, and
         ``pacing`` admits each call (both a model endpoint's: ``model_endpoint/``);
-        ``calls`` builds the one-call-per-record strategy instead of ``SingleCalls`` (a
-        model's batch mode, ``model_endpoint/batch_calls.py``)."""
+        ``calls`` builds how records reach the API instead of one request each or the
+        config's batches (a model endpoint's embeddings, many inputs a request, or its
+        batch mode: ``model_endpoint/``)."""
         if config.batch is not None and (stored is not None or request_budget is not None):
             raise ValueError("a response cache or a request budget does not work with batching")
         self.config = config
@@ -99,12 +90,13 @@ class HttpEnricher:
         self._sender = RequestSender(config, request_budget)
         self._sender.pacing = pacing
         mapping = ResponseMapping(config, self._sender.redact)
-        single = calls or SingleCalls
-        self._calls: Calls[Any] = (
-            single(config, self._sender, mapping, stored, answers)
-            if config.batch is None
-            else BatchCalls(config, config.batch, self._sender, mapping)
-        )
+        self._calls: Calls[Any]
+        if calls is not None:
+            self._calls = calls(config, self._sender, mapping, stored, answers)
+        elif config.batch is None:
+            self._calls = SingleCalls(config, self._sender, mapping, stored, answers)
+        else:
+            self._calls = BatchCalls(config, config.batch, self._sender, mapping)
         self.cache_hits = 0
 
     def __repr__(self) -> str:

@@ -5,11 +5,14 @@ predicate understands. Counts what it sends; never names a secret."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import zlib
 from collections import Counter
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 import aiohttp
@@ -49,6 +52,15 @@ if TYPE_CHECKING:
     from spark_jobs.telemetry import RequestObserver
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _Channel:
+    """What one call goes over: the enricher's session, and its attempts' limits (whose
+    body cap grows with the records' answers the call asks for)."""
+
+    session: aiohttp.ClientSession
+    limits: AttemptLimits
 
 
 class RequestSender:
@@ -107,27 +119,34 @@ class RequestSender:
         self._secrets = []
 
     def request(
-        self, method: str, url: str, body: str | None, *, allow_404: bool
+        self, method: str, url: str, body: str | None, *, allow_404: bool, answers: int = 1
     ) -> Awaitable[tuple[int, bytes]]:
         """One call's answer as (status, body), hedged when configured; or an error.
+        A call that asks for ``answers`` records' answers at once (many embeddings
+        inputs) may be answered that many times ``max_response_bytes``: each record's
+        answer is capped as when asked alone.
         (The awaitable of the send or the race: no coroutine frame of its own.)"""
+        limits = self._limits
+        if answers > 1:
+            limits = dataclasses.replace(limits, max_bytes=limits.max_bytes * answers)
         hedge = self._hedge
         delay = hedge.current() if hedge is not None else None
         if delay is None:
-            return self._send(method, url, body, allow_404=allow_404)
-        return self._hedged(method, url, body, allow_404, delay)
+            return self._send(method, url, body, limits, allow_404=allow_404)
+        first = partial(self._send, method, url, body, limits, allow_404=allow_404, paced=True)
+        second = partial(self._send_hedge, method, url, body, limits, allow_404=allow_404)
+        return self._hedged(first, second, delay)
 
     async def _hedged(
-        self, method: str, url: str, body: str | None, allow_404: bool, delay: float
+        self,
+        first: Callable[[], Awaitable[tuple[int, bytes]]],
+        hedge: Callable[[], Awaitable[tuple[int, bytes]] | None],
+        delay: float,
     ) -> tuple[int, bytes]:
         """The race starts once the first request has its rate slot: a wait for one is
         the pacing's, not a slow answer, and must not send a hedge."""
         await self._rate_slot()
-        return await race(
-            lambda: self._send(method, url, body, allow_404=allow_404, paced=True),
-            lambda: self._send_hedge(method, url, body, allow_404=allow_404),
-            delay,
-        )
+        return await race(first, hedge, delay)
 
     async def _rate_slot(self) -> None:
         """Wait (``untimed``) for the rate controller's next send slot."""
@@ -140,7 +159,7 @@ class RequestSender:
         return Secret.redact_all(text, self._secrets)
 
     def _send_hedge(
-        self, method: str, url: str, body: str | None, *, allow_404: bool
+        self, method: str, url: str, body: str | None, limits: AttemptLimits, *, allow_404: bool
     ) -> Awaitable[tuple[int, bytes]] | None:
         """The hedged request, if a concurrency slot and a rate slot are free right now
         (it never waits) and the request budget has room for it."""
@@ -152,13 +171,14 @@ class RequestSender:
             self.limiter.release()
             return None
         self.hedges_sent += 1
-        return self._send(method, url, body, allow_404=allow_404, acquired=True, paced=True)
+        return self._send(method, url, body, limits, allow_404=allow_404, acquired=True, paced=True)
 
     async def _send(
         self,
         method: str,
         url: str,
         body: str | None,
+        limits: AttemptLimits,
         *,
         allow_404: bool,
         acquired: bool = False,
@@ -182,13 +202,14 @@ class RequestSender:
         started, hint = 0.0, None
         try:
             # A hedged first request took its rate slot before the race.
-            reply, started, hint = await self._call(session, method, url, body, paced)
+            channel = _Channel(session, limits)
+            reply, started, hint = await self._call(channel, method, url, body, paced)
             hops = 0
             while reply.status in REDIRECT_STATUSES:  # followed only as a call of its own
                 hop = self._redirect(method, url, body, reply, hops)
                 self.rate.accepted()
                 method, url, body, hops = hop.method, hop.url, hop.body, hops + 1
-                reply, started, hint = await self._call(session, method, url, body, False)
+                reply, started, hint = await self._call(channel, method, url, body, False)
             status = reply.status
             if 200 <= status < 300 or (status == 404 and allow_404):
                 self.outcomes.add(outcome_name(status))
@@ -209,7 +230,7 @@ class RequestSender:
             limiter.release(took)
 
     async def _call(
-        self, session: aiohttp.ClientSession, method: str, url: str, body: str | None, paced: bool
+        self, channel: _Channel, method: str, url: str, body: str | None, paced: bool
     ) -> tuple[Reply, float, QuotaHint | None]:
         """One paid call: its rate slot (taken already when ``paced``), a request of the
         budget, the attempt; (reply, when it was sent, its rate-limit headers). A
@@ -217,16 +238,16 @@ class RequestSender:
         slot), and its reply (None: no answer) settles it."""
         pacing = self.pacing
         if pacing is None:
-            return await self._paid(session, method, url, body, paced)
+            return await self._paid(channel, method, url, body, paced)
         admitted, reply = await pacing.admit(body), None
         try:
-            reply, started, hint = await self._paid(session, method, url, body, paced)
+            reply, started, hint = await self._paid(channel, method, url, body, paced)
         finally:
             pacing.settle(admitted, reply, self.rate)
         return reply, started, hint
 
     async def _paid(
-        self, session: aiohttp.ClientSession, method: str, url: str, body: str | None, paced: bool
+        self, channel: _Channel, method: str, url: str, body: str | None, paced: bool
     ) -> tuple[Reply, float, QuotaHint | None]:
         rate = self.rate
         if not paced:
@@ -241,9 +262,9 @@ class RequestSender:
         started = time.monotonic()
         observer = self.observer
         if observer is None:
-            reply = await self._attempt(session, method, url, body)
+            reply = await self._attempt(channel, method, url, body)
         else:
-            reply = await observer.timed(method, self._attempt(session, method, url, body))
+            reply = await observer.timed(method, self._attempt(channel, method, url, body))
         hint = quota_hint(reply.headers)
         if hint is not None:
             rate.observe_quota(hint, started)
@@ -261,12 +282,10 @@ class RequestSender:
             message = self.redact(f"HTTP {reply.status} from {method} {url}: {refused}")
             raise ClientStatusError(message, status=reply.status) from None
 
-    async def _attempt(
-        self, session: aiohttp.ClientSession, method: str, url: str, body: str | None
-    ) -> Reply:
+    async def _attempt(self, channel: _Channel, method: str, url: str, body: str | None) -> Reply:
         """One attempt; every way it can fail below HTTP becomes an EnrichmentError."""
         try:
-            return await send(session, method, url, body, self._limits, self.stragglers)
+            return await send(channel.session, method, url, body, channel.limits, self.stragglers)
         except BodyTooLarge as exc:
             raise ResponseTooLargeError(self.redact(f"{method} {url}: body {exc}")) from None
         except UnsupportedEncoding as exc:

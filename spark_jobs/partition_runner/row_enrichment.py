@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from spark_jobs.enrichers import HttpEnricher, PermanentError, RequestBudget, open_user_function
-from spark_jobs.enrichers.calls import FieldMapping
+from spark_jobs.enrichers.calls import CallsFactory, FieldMapping
 from spark_jobs.enrichers.dedup import LruCache
-from spark_jobs.enrichers.model_endpoint import ModelAnswers, ModelPacing
+from spark_jobs.enrichers.model_endpoint import ModelAnswers, ModelConfig, ModelPacing
 from spark_jobs.enrichers.model_endpoint.batch_calls import BatchMode
+from spark_jobs.enrichers.model_endpoint.embedding_batches import embedding_batches
 from spark_jobs.partition_runner.cache_scope import read_cache_scope
 from spark_jobs.partition_runner.input_lines import describe_lines, record_lines
 from spark_jobs.partition_runner.response_cache import ResponseCache
@@ -133,11 +134,7 @@ async def open_row_enrichment(
         pacing = ModelPacing(model, config.partitions, request_budget if spec.max_cost else None)
         request_budget = None if spec.max_cost else request_budget
     answers = ModelAnswers(model) if model is not None else None
-    calls = None
-    if model is not None and pacing is not None and model.mode == "batch":
-        if batch_journal is None:
-            raise ValueError("model.mode batch records its batches under --snapshot-dir")
-        calls = BatchMode(model, batch_journal, pacing).calls
+    calls = None if model is None else _model_calls(model, config.partitions, pacing, batch_journal)
     try:
         async with HttpEnricher(
             config, stored, request_budget, answered, answers=answers, pacing=pacing, calls=calls
@@ -160,6 +157,18 @@ async def open_row_enrichment(
                 stored.files_written,
                 stored.most_held,
             )
+
+
+def _model_calls(
+    model: ModelConfig, partitions: int, pacing: ModelPacing | None, journal: BatchJournal | None
+) -> CallsFactory | None:
+    """How a model's records reach it, when not one call each: rows of provider batches
+    (``model.mode: batch``), or embeddings many inputs a request."""
+    if model.mode == "batch" and pacing is not None:
+        if journal is None:
+            raise ValueError("model.mode batch records its batches under --snapshot-dir")
+        return BatchMode(model, journal, pacing).calls
+    return embedding_batches(model, partitions)
 
 
 async def _open_response_cache(spec: JobSpec, cache_dir: str, partition: int) -> ResponseCache:

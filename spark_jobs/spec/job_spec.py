@@ -287,9 +287,17 @@ class JobSpec:
     def operator_call_capacity(self) -> int | None:
         """Records the operator lets call at once: the HTTP enricher's ``capacity``, as it
         sends no more, so a record starts when a request slot is free rather than parking
-        in the enricher; None (the whole queue) with batching, whose calls wait together to
-        fill a batch, and with ``--enricher``."""
-        return None if self.enricher or self._batching or self._model_batch else self.capacity
+        in the enricher; None (the whole queue) with batching, a model's batch mode and a
+        model's embeddings many inputs a request, whose calls wait together to fill a batch
+        or a request, and with ``--enricher``."""
+        if self.enricher or self._batching or self._model_batch or self._inputs_gathered:
+            return None
+        return self.capacity
+
+    @property
+    def _inputs_gathered(self) -> bool:
+        """A model run's embeddings go many inputs a request (``model.inputs_per_request``)."""
+        return bool(self.model) and ModelConfig.from_dict(self.model).inputs_a_request > 1
 
     @property
     def running_partitions(self) -> int:

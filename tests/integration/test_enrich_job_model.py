@@ -75,21 +75,33 @@ def title(i: int) -> str:
     return f"message number {i}"
 
 
-def write_spec(tmp: Path, url: str) -> Path:
+def write_job(tmp: Path, titles: list[str], **options: object) -> Path:
+    """The input (record ``k0000`` and on, one title each) and a spec of ``options``
+    over the job's snapshots every half second; returns the spec's path."""
     (tmp / "in").mkdir()
-    lines = [json.dumps({"id": f"k{i:04d}", "title": title(i)}) for i in range(RECORDS)]
+    lines = [json.dumps({"id": f"k{i:04d}", "title": t}) for i, t in enumerate(titles)]
     (tmp / "in" / "part.jsonl").write_text("\n".join(lines) + "\n")
+    where = {"input": tmp / "in", "output": tmp / "out", "snapshot_dir": tmp / "snapshots"}
     spec = {
-        "input": str(tmp / "in"),
-        "output": str(tmp / "out"),
+        **{name: str(path) for name, path in where.items()},
         "key_column": "id",
-        "snapshot_dir": str(tmp / "snapshots"),
         "snapshot_interval": 0.5,
-        "progress_interval": 2,
         "partitions": PARTITIONS,
-        "capacity": CAPACITY,
-        "url_template": url + "/chat/completions",
-        "model": {
+        **options,
+    }
+    path = tmp / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def write_spec(tmp: Path, url: str) -> Path:
+    return write_job(
+        tmp,
+        [title(i) for i in range(RECORDS)],
+        progress_interval=2,
+        capacity=CAPACITY,
+        url_template=url + "/chat/completions",
+        model={
             "model": "demo-classifier",
             "prompt": PROMPT,
             "output_schema": SCHEMA,
@@ -97,10 +109,7 @@ def write_spec(tmp: Path, url: str) -> Path:
             "price_input_per_million": 20.0,
             "price_output_per_million": 80.0,
         },
-    }
-    path = tmp / "spec.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
+    )
 
 
 def kill_once_it_paid_and_committed(process, stats, snapshots: Path) -> None:
@@ -177,3 +186,56 @@ def test_model_run_estimate_cost_stop_kill_resume_and_ledger(tmp_path):
     assert 0 < ledger["completion_tokens"] <= final["completion_tokens"]
     expected = (ledger["prompt_tokens"] * 20 + ledger["completion_tokens"] * 80) / 1e6
     assert ledger["token_cost"] == pytest.approx(expected, abs=1e-6)
+
+
+EMBED_RECORDS = 3000
+
+
+def write_embeddings_spec(tmp: Path, url: str) -> Path:
+    """Embeddings of every record's title, many a request (the default), one of them
+    empty (the endpoint refuses it, as OpenAI does)."""
+    titles = [f"message {i} " + "word " * (i % 13) for i in range(EMBED_RECORDS)]
+    titles[1234] = ""
+    model = {"model": "demo-embed", "api": "embeddings", "prompt": "{title}"}
+    return write_job(
+        tmp,
+        titles,
+        url_template=url + "/embeddings",
+        model={**model, "inputs_per_request": 25, "limits_window_s": 6},
+    )
+
+
+def test_embeddings_many_a_request_resume_after_a_kill_paying_no_committed_input_again(
+    tmp_path,
+):
+    """A run of batched embeddings killed once it has paid for and committed some, then
+    resumed: every record once (the refused input its only dead letter), and no input
+    whose record was committed before the kill is paid again."""
+    limits = ("--profile", "openai", "--requests", "30", "--minute-s", "6", "--latency", "0.05")
+    with model_endpoint(*limits) as (url, get):
+        stats, calls = partial(get, "/stats"), partial(get, "/calls")
+        spec = ["--spec", str(write_embeddings_spec(tmp_path, url))]
+        process = start_job(spec)
+        deadline = time.monotonic() + 240
+        while stats().get("inputs", 0) < 600 or committed(tmp_path / "snapshots") < 300:
+            assert process.poll() is None, process.communicate()[0][-3000:]
+            assert time.monotonic() < deadline, "the run made no calls"
+            time.sleep(0.1)
+        kill_group(process)
+        settled(lambda: stats().get("inputs", 0))
+        paid_before_resume = Counter(calls())
+        kept = {row["title"] for row in committed_rows(tmp_path / "snapshots", KEY)}
+        code, log = run_job(spec)
+        assert code == 0, log[-3000:]
+        final = stats()
+        resumed = Counter(calls()) - paid_before_resume
+    data, dead, _ = read_output(tmp_path / "out")
+    assert len(data) + len(dead) == EMBED_RECORDS
+    assert [d["title"] for d in dead] == [""] and "ClientStatusError" in dead[0]["error"]
+    assert all(len(row["embedding"]) == 8 and row["prompt_tokens"] > 0 for row in data)
+    assert 300 <= len(kept) < EMBED_RECORDS
+    assert not set(resumed) & (kept - {""}), "a committed record's input was paid again"
+    assert final["requests"] < EMBED_RECORDS / 10, "many inputs a request"
+    assert final["inputs"] >= EMBED_RECORDS - 1
+    repaid = set(resumed) & set(paid_before_resume)
+    print(f"\ncommitted at the kill {len(kept)}; inputs paid again {len(repaid)}")

@@ -1,8 +1,10 @@
-"""Batcher: size and time triggers, per-key outcomes, shared batch failures."""
+"""Batcher: size, weight and time triggers, per-key outcomes, shared batch failures."""
 
 import asyncio
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spark_jobs.enrichers.batching import BatchAnswerMissing, Batcher
 
@@ -74,3 +76,62 @@ def test_bad_settings():
         Batcher(Recorder(), size=0, max_wait=1)
     with pytest.raises(ValueError, match="max_wait"):
         Batcher(Recorder(), size=1, max_wait=0)
+    with pytest.raises(ValueError, match="max_weight"):
+        Batcher(Recorder(), size=1, max_wait=1, weight=len)
+    with pytest.raises(ValueError, match="max_weight"):
+        Batcher(Recorder(), size=1, max_wait=1, weight=len, max_weight=0)
+
+
+# -- a weight budget beside the count (an embeddings request's tokens) ---------------------
+
+
+async def test_a_key_that_would_pass_the_weight_budget_sends_the_waiting_batch_first():
+    send = Recorder()
+    batcher = Batcher(send, size=10, max_wait=0.01, weight=len, max_weight=6)
+    keys = ["aa", "bbb", "cc", "dddddddd", "e"]
+    results = await asyncio.gather(*(batcher.submit(k) for k in keys))
+    assert results == [k.upper() for k in keys]
+    # "cc" would carry 5 to 7; "dddddddd" weighs 8 on its own and goes alone
+    assert send.batches == [["aa", "bbb"], ["cc"], ["dddddddd"], ["e"]]
+
+
+async def test_a_batch_that_reaches_the_weight_budget_goes_at_once():
+    send = Recorder()
+    batcher = Batcher(send, size=10, max_wait=10, weight=len, max_weight=4)
+    assert await asyncio.wait_for(batcher.submit("abcd"), 1) == "ABCD"
+    assert send.batches == [["abcd"]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    keys=st.lists(st.text("ab", min_size=1, max_size=6), min_size=1, max_size=40),
+    size=st.integers(1, 8),
+    max_weight=st.integers(1, 12),
+    stagger=st.lists(st.booleans(), max_size=40),
+)
+def test_every_key_is_answered_once_within_count_and_weight_in_arrival_order(
+    keys, size, max_weight, stagger
+):
+    """Whatever the arrival pattern: each caller its own answer, each key asked once per
+    batch, batches within ``size`` and ``max_weight`` (but a key heavier on its own),
+    and the keys of all batches in arrival order."""
+
+    async def run():
+        send = Recorder()
+        batcher = Batcher(send, size=size, max_wait=0.001, weight=len, max_weight=max_weight)
+        callers = []
+        for i, key in enumerate(keys):
+            callers.append(asyncio.create_task(batcher.submit(key)))
+            if i < len(stagger) and stagger[i]:
+                await asyncio.sleep(0.002)  # let a partial batch go on its timer
+        return send.batches, await asyncio.gather(*callers)
+
+    batches, results = asyncio.run(run())
+    assert results == [k.upper() for k in keys]
+    for batch in batches:
+        assert len(batch) == len(set(batch)) <= size
+        assert len(batch) == 1 or sum(map(len, batch)) <= max_weight
+    first_seen = list(dict.fromkeys(keys))
+    sent = [k for batch in batches for k in batch]
+    assert sorted(set(sent)) == sorted(first_seen)
+    assert [k for k in dict.fromkeys(sent)] == [k for k in first_seen if k in sent]

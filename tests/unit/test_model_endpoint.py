@@ -8,6 +8,8 @@ import re
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from multidict import CIMultiDict
 
 from spark_jobs.enrichers import InvalidResponseError
@@ -615,6 +617,7 @@ def test_prompt_tokens_count_the_texts_not_the_json_around_them():
     assert prompt_tokens(json.dumps(body)) == 10 + 3 + 2 * MESSAGE_TOKENS
     assert prompt_tokens(json.dumps({"model": "e", "input": "y" * 8})) == 2
     assert prompt_tokens("not json at all") == 4
+    assert prompt_tokens(json.dumps({"model": "e", "input": ["y" * 8, "z" * 5, "w"]})) == 5
 
 
 def test_batch_mode_prices_at_half_and_works_with_the_two_batch_apis_only():
@@ -644,3 +647,69 @@ def test_a_run_that_switched_modes_pays_each_token_at_the_price_of_its_mode():
         report = token_report(dataclasses.replace(config, mode=mode), totals, CostReport())
         assert report.token_cost == pytest.approx(expected)
         assert report.batch_prompt_tokens == 1000
+
+
+# -- embeddings: many inputs a request ------------------------------------------------------
+
+
+def test_embeddings_take_the_provider_s_documented_bounds_a_request_by_default():
+    def bounds(**given):
+        config = ModelConfig(model="e", prompt="{t}", api="embeddings", **given)
+        return config.inputs_a_request, config.tokens_a_request
+
+    assert bounds() == (2048, 300_000)
+    assert bounds(provider="azure") == (2048, 8_192)
+    assert bounds(provider="self-hosted") == (32, 16_384)
+    assert bounds(inputs_per_request=100, tokens_per_request=5_000) == (100, 5_000)
+    assert ModelConfig(model="m", prompt="{t}").inputs_a_request == 1
+    tuned = ModelConfig(model="e", prompt="{t}", api="embeddings", inputs_per_request=7)
+    assert (
+        tuned.fingerprint() == ModelConfig(model="e", prompt="{t}", api="embeddings").fingerprint()
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"api": "chat", "inputs_per_request": 8}, "only embeddings take many inputs"),
+        ({"api": "embeddings", "inputs_per_request": 0}, "model.inputs_per_request"),
+        ({"api": "embeddings", "tokens_per_request": True}, "model.tokens_per_request"),
+        ({"api": "embeddings", "input_wait_s": 0}, "model.input_wait_s"),
+    ],
+)
+def test_bad_input_batching_names_the_field(data, message):
+    with pytest.raises(ValueError, match=message):
+        ModelConfig.from_dict({"model": "m", "prompt": "{t}", **data})
+
+
+def test_one_input_a_request_or_another_api_sends_each_record_alone():
+    from spark_jobs.enrichers.model_endpoint.embedding_batches import embedding_batches
+
+    alone = ModelConfig(model="e", prompt="{t}", api="embeddings", inputs_per_request=1)
+    assert embedding_batches(alone, 4) is None
+    assert embedding_batches(ModelConfig(model="m", prompt="{t}"), 4) is None
+    paced = ModelConfig(model="e", prompt="{t}", api="embeddings", tokens_per_minute=100_000)
+    factory = embedding_batches(paced, 4)
+    assert factory is not None
+    assert factory.tokens_a_request == int(100_000 * LIMIT_SHARE / 4), "within the share"
+
+
+@settings(max_examples=200, deadline=None)
+@given(total=st.integers(0, 10**6), weights=st.lists(st.integers(0, 10**4), min_size=1))
+def test_a_request_s_usage_is_shared_out_in_whole_tokens_that_add_up(total, weights):
+    from spark_jobs.enrichers.model_endpoint.embedding_batches import shares_of
+
+    shares = shares_of(total, weights)
+    assert sum(shares) == total and min(shares) >= 0
+    if any(weights):
+        whole = sum(weights)
+        assert all(abs(s - total * w / whole) < 1 for s, w in zip(shares, weights, strict=True))
+    if total == sum(weights):
+        assert shares == weights, "an exact estimate gives each input its own count"
+
+
+def test_embeddings_many_a_request_let_the_whole_queue_call_to_fill_requests():
+    embed = {"model": "e", "prompt": "{title}", "api": "embeddings"}
+    assert _spec(model=embed).operator_call_capacity is None
+    alone = _spec(model={**embed, "inputs_per_request": 1})
+    assert alone.operator_call_capacity == alone.capacity

@@ -24,6 +24,7 @@ text's value its column cannot hold (an integer beyond 64 bits, a lone surrogate
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -86,6 +87,14 @@ class ModelAnswers:
         except (ValueError, RecursionError):
             text = snippet(payload, redact)
             raise InvalidResponseError(redact(f"invalid JSON from {where}: {text!r}")) from None
+        return self.read(document, answer)
+
+    def of_document(self, document: Any, payload: bytes, where: str, redact: Redact) -> Output:
+        """The output of an answer already parsed (one input's share of an embeddings
+        request: ``embedding_batches.py``), its messages quoting ``payload``."""
+        return self.read(document, _Answer(payload, where, redact))
+
+    def read(self, document: Any, answer: _Answer) -> Output:
         tokens = self._tokens(document, answer)
         if self.config.api == "embeddings":
             return {self._column: _embedding(document, answer), **tokens}
@@ -178,17 +187,28 @@ def _embedding(document: Any, answer: _Answer) -> list[float]:
         vector = document["data"][0]["embedding"]
     except (KeyError, IndexError, TypeError):
         raise answer.unexpected("data[0].embedding") from None
-    if not isinstance(vector, list) or not all(map(_is_float, vector)):
+    if not isinstance(vector, list) or not _floats(vector):
         raise answer.unexpected("data[0].embedding (finite numbers that a float holds)")
-    return [float(x) for x in vector]
+    return list(map(float, vector))
 
 
-def _is_float(x: Any) -> bool:
-    """A finite number of a float's range: compared, never converted, as ``float()`` of an
-    integer of 400 digits overflows; NaN fails every comparison."""
-    if isinstance(x, bool) or not isinstance(x, int | float):
+def _floats(vector: list[Any]) -> bool:
+    """Every item a finite number of a float's range (no bool, no NaN), in passes that
+    run in C (an embedding has thousands, a batched request thousands of those): the
+    bounds compared, never converted, as ``float()`` of an integer of 400 digits
+    overflows (so does ``isnan`` of it: such an integer is out of range anyway)."""
+    if not set(map(type, vector)) <= _NUMBERS:
         return False
-    return -FLOAT32_MAX <= x <= FLOAT32_MAX
+    try:
+        if any(map(math.isnan, vector)):
+            return False
+    except OverflowError:
+        return False
+    return not vector or (-FLOAT32_MAX <= min(vector) and max(vector) <= FLOAT32_MAX)
+
+
+_NUMBERS = frozenset({int, float})
+"""What JSON numbers parse as (a bool is its own type, so not one of them)."""
 
 
 def _anthropic_text(document: Any, answer: _Answer) -> str:

@@ -136,9 +136,9 @@ class ProviderBatchCalls(SingleCalls):
         self.batches_sent = 0
 
     def open(self) -> None:
-        session = self._sender.session
+        session = self.sender.session
         assert session is not None  # the sender opens first
-        self._http = BatchHttp(session, self._sender.redact)
+        self._http = BatchHttp(session, self.sender.redact)
         limits, wait_s = self._protocol.limits, self._mode.config.batch_wait_s
         self._batcher = Batcher(self._create, limits.requests, wait_s)
 
@@ -161,8 +161,8 @@ class ProviderBatchCalls(SingleCalls):
         if outcome.status == 200:
             return 200, outcome.payload
         where = f"row {custom_id[:12]} of batch {batch_id}"
-        message = self._sender.redact(
-            f"HTTP {outcome.status} in {where}: {snippet(outcome.payload, self._sender.redact)!r}"
+        message = self.sender.redact(
+            f"HTTP {outcome.status} in {where}: {snippet(outcome.payload, self.sender.redact)!r}"
         )
         status = outcome.status or 500
         if status >= 500 or status == 429:

@@ -43,6 +43,27 @@ COMPLETION_RESERVE = 256
 LIMITS_WINDOW_S = 60.0
 """The period of the limits providers state in their headers (OpenAI, Anthropic: a minute)."""
 ANTHROPIC_VERSION = "2023-06-01"
+INPUTS_PER_REQUEST: dict[Provider, int] = {
+    "openai": 2048,
+    "azure": 2048,
+    "self-hosted": 32,
+    "anthropic": 1,
+}
+"""The most embeddings inputs a request carries by default, as each provider documents:
+OpenAI's and Azure OpenAI's "max array size is 2048"; Text Embeddings Inference's
+``--max-client-batch-size`` default (vLLM takes any list); Anthropic has no embeddings."""
+TOKENS_PER_REQUEST: dict[Provider, int] = {
+    "openai": 300_000,
+    "azure": 8_192,
+    "self-hosted": 16_384,
+    "anthropic": 8_192,
+}
+"""The most tokens an embeddings request's inputs sum to by default: OpenAI's 300 000
+"summed across all inputs in a single request"; Azure OpenAI's "the entire array of
+inputs sent in a single API call is subject to the max token limit of 8192"; Text
+Embeddings Inference's ``--max-batch-tokens`` default."""
+INPUT_WAIT_S = 0.05
+"""How long an embeddings request waits for more inputs before it goes part-full."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +116,14 @@ class ModelConfig:
     batch_resend: Mode = "batch"
     """Where a request goes that its batch never ran (expired, cancelled): a new batch,
     or ``online`` (a call of its own, at the online price)."""
+    inputs_per_request: int | None = None
+    """Embeddings: the most inputs (records) one request carries (by default the
+    provider's bound, ``INPUTS_PER_REQUEST``); 1 sends one input a request."""
+    tokens_per_request: int | None = None
+    """Embeddings: the most tokens one request's inputs sum to (``TOKENS_PER_REQUEST``),
+    by their estimate; an input over it on its own goes alone."""
+    input_wait_s: float = INPUT_WAIT_S
+    """Embeddings: how long a request waits for more inputs before it goes part-full."""
 
     def __post_init__(self) -> None:
         check_str(self.model, "model.model")
@@ -134,6 +163,7 @@ class ModelConfig:
         if self.output_column is not None:
             check_str(self.output_column, "model.output_column")
         self._check_mode()
+        self._check_input_batching()
 
     def _check_mode(self) -> None:
         check_choice(self.mode, MODES, "model.mode")
@@ -147,6 +177,18 @@ class ModelConfig:
                 f"model.mode: batch works with the openai and anthropic batch APIs, "
                 f"not model.provider {self.provider}"
             )
+
+    def _check_input_batching(self) -> None:
+        for name in ("inputs_per_request", "tokens_per_request"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            check_int(value, f"model.{name}", minimum=1)
+            if self.api != "embeddings" and value != 1:
+                raise ValueError(f"model.{name}: only embeddings take many inputs a request")
+        object.__setattr__(
+            self, "input_wait_s", positive_float(self.input_wait_s, "model.input_wait_s")
+        )
 
     # -- what the job needs --------------------------------------------------------------
 
@@ -175,6 +217,20 @@ class ModelConfig:
             return self.completion_tokens
         stated = self.parameters.get("max_tokens") or self.parameters.get("max_completion_tokens")
         return stated if isinstance(stated, int) and stated > 0 else COMPLETION_RESERVE
+
+    @property
+    def inputs_a_request(self) -> int:
+        """How many inputs one request carries at most: 1 but for embeddings."""
+        if self.api != "embeddings":
+            return 1
+        assert self.provider is not None  # set in __post_init__
+        return self.inputs_per_request or INPUTS_PER_REQUEST[self.provider]
+
+    @property
+    def tokens_a_request(self) -> int:
+        """How many tokens one embeddings request's inputs sum to at most."""
+        assert self.provider is not None  # set in __post_init__
+        return self.tokens_per_request or TOKENS_PER_REQUEST[self.provider]
 
     @property
     def priced(self) -> bool:

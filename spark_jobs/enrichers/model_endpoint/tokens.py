@@ -47,7 +47,7 @@ def tokenizer_name() -> str:
 
 def prompt_tokens(body: str) -> int:
     """The prompt tokens a request body will count as: its messages' text (and the
-    system prompt, an embedding's input, the ``response_format`` schema, which providers
+    system prompt, an embedding's inputs, the ``response_format`` schema, which providers
     count too), not the JSON around them; the whole body when it is not such JSON."""
     try:
         request: Any = json.loads(body)
@@ -55,8 +55,10 @@ def prompt_tokens(body: str) -> int:
         return estimate_tokens(body)
     if not isinstance(request, dict):
         return estimate_tokens(body)
-    if "input" in request:
-        return estimate_tokens(str(request["input"]))
+    if "input" in request:  # embeddings: one input, or a list of them
+        given = request["input"]
+        inputs = given if isinstance(given, list) else [given]
+        return sum(estimate_tokens(str(text)) for text in inputs)
     found = request.get("messages")
     messages: list[Any] = found if isinstance(found, list) else []
     texts = [str(m.get("content") or "") for m in messages if isinstance(m, dict)]
