@@ -1,0 +1,145 @@
+"""Publishing a run into a Delta Lake table exactly once, through delta-rs (no JVM jars).
+
+Spark writes the run's Parquet files into a folder of its own inside the table's folder
+(``<table>/runs/<run id>-<token>/data/``, :func:`~spark_jobs.driver.publish.staging_for`):
+files no commit names are invisible to every Delta reader. The driver then adds them all
+in ONE commit that carries a Delta app transaction (``txn``: an application id and a
+version). Before committing it reads the table's last version for that application id:
+a commit already in the log (its answer lost, the process killed before the summary, a
+zombie try beside its retry) is found there and nothing is committed twice.
+
+The application id names the snapshot namespace (one per dag, task and data interval);
+the version is the namespace's publish sequence, so a later run of the same interval
+that must publish again (a Clear after success) passes a higher one.
+
+A commit costs a fixed number of requests whatever the run's size: one listing of the
+run's data folder, one footer read for the schema, the log reads and the one commit.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from spark_jobs.driver.publish import FENCED
+from spark_jobs.snapshots import LeaseError
+
+
+@dataclass(frozen=True)
+class TableIdentity:
+    """Who commits: the Delta app transaction a run's commit carries."""
+
+    app_id: str
+    """The snapshot namespace of the run (``dag/task/interval``)."""
+    version: int
+    """The namespace's publish sequence: the same for every try of one publish."""
+
+
+@dataclass(frozen=True)
+class TableCommit:
+    """What publishing did to the table: the version that holds the run's rows, and
+    whether this call wrote it (False: an earlier try of the same publish had)."""
+
+    table: str
+    table_version: int
+    committed: bool
+    files: int
+
+
+def commit_files(
+    table: str,
+    data_folder: str,
+    identity: TableIdentity,
+    holds: Callable[[], bool],
+    storage_options: dict[str, str] | None = None,
+) -> TableCommit:
+    """Add the Parquet files of ``data_folder`` (inside ``table``'s folder) to the Delta
+    table at ``table`` in one commit carrying ``identity``, unless the table already
+    holds a commit of that identity. ``holds`` is the run's lease check: a run fenced
+    off raises :class:`LeaseError` and commits nothing."""
+    from deltalake import CommitProperties, DeltaTable, Schema, Transaction
+    from deltalake.transaction import create_table_with_add_actions
+
+    existing = _open(table, storage_options)
+    if existing is not None:
+        done = existing.transaction_version(identity.app_id)
+        if done is not None and done >= identity.version:
+            return TableCommit(table, existing.version(), committed=False, files=0)
+    actions, schema = _add_actions(table, data_folder, storage_options)
+    if not holds():
+        raise LeaseError(FENCED)
+    properties = CommitProperties(
+        app_transactions=[Transaction(identity.app_id, identity.version)],
+        custom_metadata={"enrichment.app_id": identity.app_id},
+    )
+    if existing is None:
+        create_table_with_add_actions(
+            table,
+            Schema.from_arrow(schema),
+            actions,
+            mode="append",
+            storage_options=storage_options,
+            commit_properties=properties,
+        )
+    else:
+        existing.create_write_transaction(
+            actions, mode="append", schema=schema, commit_properties=properties
+        )
+    version = DeltaTable(table, storage_options=storage_options).version()
+    return TableCommit(table, version, committed=True, files=len(actions))
+
+
+def _open(table: str, storage_options: dict[str, str] | None) -> Any:
+    """The Delta table at ``table``, or None when no table is there yet."""
+    from deltalake import DeltaTable
+
+    if not DeltaTable.is_deltatable(table, storage_options=storage_options):
+        return None
+    return DeltaTable(table, storage_options=storage_options)
+
+
+def _add_actions(
+    table: str, data_folder: str, storage_options: dict[str, str] | None
+) -> tuple[list[Any], pa.Schema]:
+    """One ``add`` action per Parquet file of ``data_folder`` (one listing), paths
+    relative to the table, and the files' schema (one footer: Spark wrote them all)."""
+    from deltalake.transaction import AddAction
+
+    fs, root = fsspec.core.url_to_fs(table, **(storage_options or {}))
+    _, folder = fsspec.core.url_to_fs(data_folder, **(storage_options or {}))
+    root, folder = root.rstrip("/"), folder.rstrip("/")
+    if not folder.startswith(f"{root}/"):
+        raise ValueError(f"{data_folder} is not inside the table's folder {table}")
+    fs.invalidate_cache(folder)
+    files = sorted(
+        (entry for entry in fs.ls(folder, detail=True) if entry["name"].endswith(".parquet")),
+        key=lambda entry: str(entry["name"]),
+    )
+    if not files:
+        raise ValueError(f"{data_folder}: no Parquet files to commit")
+    with fs.open(files[0]["name"], "rb") as handle:
+        schema = pq.read_schema(handle)
+    now = int(time.time() * 1000)
+    actions = [
+        AddAction(
+            path=entry["name"][len(root) + 1 :],
+            size=int(entry["size"]),
+            partition_values={},
+            modification_time=now,
+            data_change=True,
+            stats="{}",
+        )
+        for entry in files
+    ]
+    return actions, _without_spark_metadata(schema)
+
+
+def _without_spark_metadata(schema: pa.Schema) -> pa.Schema:
+    """The table's schema: Spark's own footer metadata is no part of it."""
+    return schema.remove_metadata()
