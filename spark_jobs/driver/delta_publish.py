@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import fsspec
 import pyarrow as pa
@@ -41,6 +41,22 @@ class TableIdentity:
     """The namespace's publish sequence: the same for every try of one publish."""
 
 
+WriteMode = Literal["append", "replace-interval"]
+"""``append`` adds the run's rows; ``replace-interval`` replaces the rows of the run's
+data interval in the same commit (a backfill or a Clear re-runs a day without
+duplicating it), other intervals untouched."""
+
+
+@dataclass(frozen=True)
+class DataInterval:
+    """The partition column of the table that names a run's data interval, and this
+    run's value of it. Delta keeps it in each file's ``add`` action (the files Spark
+    wrote need not hold it); every reader sees it as a column."""
+
+    column: str
+    value: str
+
+
 @dataclass(frozen=True)
 class TableCommit:
     """What publishing did to the table: the version that holds the run's rows, and
@@ -52,17 +68,32 @@ class TableCommit:
     files: int
 
 
+def run_folder_root(table: str, interval: DataInterval | None) -> str:
+    """Where a run's folders go inside the table's folder: with an interval, in its
+    partition's folder (``<table>/<column>=<value>``), as Delta writers lay them out and
+    as engines that read partition values from paths (Polars) need them."""
+    if interval is None:
+        return table.rstrip("/")
+    return f"{table.rstrip('/')}/{interval.column}={interval.value}"
+
+
 def commit_files(
     table: str,
     data_folder: str,
     identity: TableIdentity,
     holds: Callable[[], bool],
+    *,
+    interval: DataInterval | None = None,
+    mode: WriteMode = "append",
     storage_options: dict[str, str] | None = None,
 ) -> TableCommit:
     """Add the Parquet files of ``data_folder`` (inside ``table``'s folder) to the Delta
     table at ``table`` in one commit carrying ``identity``, unless the table already
     holds a commit of that identity. ``holds`` is the run's lease check: a run fenced
-    off raises :class:`LeaseError` and commits nothing."""
+    off raises :class:`LeaseError` and commits nothing. With ``interval`` the table is
+    partitioned by its column; ``replace-interval`` needs one."""
+    if mode == "replace-interval" and interval is None:
+        raise ValueError("replace-interval: the table needs a data interval column")
     from deltalake import CommitProperties, DeltaTable, Schema, Transaction
     from deltalake.transaction import create_table_with_add_actions
 
@@ -71,7 +102,8 @@ def commit_files(
         done = existing.transaction_version(identity.app_id)
         if done is not None and done >= identity.version:
             return TableCommit(table, existing.version(), committed=False, files=0)
-    actions, schema = _add_actions(table, data_folder, storage_options)
+    actions, schema = _add_actions(table, data_folder, interval, storage_options)
+    partition_by = None if interval is None else [interval.column]
     if not holds():
         raise LeaseError(FENCED)
     properties = CommitProperties(
@@ -84,12 +116,20 @@ def commit_files(
             Schema.from_arrow(schema),
             actions,
             mode="append",
+            partition_by=partition_by,
             storage_options=storage_options,
             commit_properties=properties,
         )
     else:
         existing.create_write_transaction(
-            actions, mode="append", schema=schema, commit_properties=properties
+            actions,
+            mode="append" if mode == "append" else "overwrite",
+            schema=schema,
+            partition_by=partition_by,
+            partition_filters=None
+            if interval is None or mode == "append"
+            else [(interval.column, "=", interval.value)],
+            commit_properties=properties,
         )
     version = DeltaTable(table, storage_options=storage_options).version()
     return TableCommit(table, version, committed=True, files=len(actions))
@@ -105,10 +145,14 @@ def _open(table: str, storage_options: dict[str, str] | None) -> Any:
 
 
 def _add_actions(
-    table: str, data_folder: str, storage_options: dict[str, str] | None
+    table: str,
+    data_folder: str,
+    interval: DataInterval | None,
+    storage_options: dict[str, str] | None,
 ) -> tuple[list[Any], pa.Schema]:
     """One ``add`` action per Parquet file of ``data_folder`` (one listing), paths
-    relative to the table, and the files' schema (one footer: Spark wrote them all)."""
+    relative to the table, and the table's schema: the files' (one footer: Spark wrote
+    them all), and the interval column."""
     from deltalake.transaction import AddAction
 
     fs, root = fsspec.core.url_to_fs(table, **(storage_options or {}))
@@ -116,6 +160,9 @@ def _add_actions(
     root, folder = root.rstrip("/"), folder.rstrip("/")
     if not folder.startswith(f"{root}/"):
         raise ValueError(f"{data_folder} is not inside the table's folder {table}")
+    expected = run_folder_root(root, interval)
+    if not folder.startswith(f"{expected}/"):
+        raise ValueError(f"{data_folder} is not inside its partition's folder {expected}")
     fs.invalidate_cache(folder)
     files = sorted(
         (entry for entry in fs.ls(folder, detail=True) if entry["name"].endswith(".parquet")),
@@ -130,16 +177,16 @@ def _add_actions(
         AddAction(
             path=entry["name"][len(root) + 1 :],
             size=int(entry["size"]),
-            partition_values={},
+            partition_values={} if interval is None else {interval.column: interval.value},
             modification_time=now,
             data_change=True,
             stats="{}",
         )
         for entry in files
     ]
-    return actions, _without_spark_metadata(schema)
-
-
-def _without_spark_metadata(schema: pa.Schema) -> pa.Schema:
-    """The table's schema: Spark's own footer metadata is no part of it."""
-    return schema.remove_metadata()
+    schema = schema.remove_metadata()  # Spark's own footer metadata is no part of it
+    if interval is not None:
+        if interval.column in schema.names:
+            raise ValueError(f"interval column {interval.column!r} is already a data column")
+        schema = schema.append(pa.field(interval.column, pa.string()))
+    return actions, schema

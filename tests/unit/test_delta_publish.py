@@ -14,7 +14,12 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
-from spark_jobs.driver.delta_publish import TableIdentity, commit_files
+from spark_jobs.driver.delta_publish import (
+    DataInterval,
+    TableIdentity,
+    commit_files,
+    run_folder_root,
+)
 from spark_jobs.driver.publish import staging_for
 from spark_jobs.snapshots import LeaseError
 
@@ -29,10 +34,12 @@ def never() -> bool:
     return False
 
 
-def spark_write(table: Path, run_id: str, ids: range, files: int = 3) -> str:
+def spark_write(
+    table: Path, run_id: str, ids: range, files: int = 3, interval: DataInterval | None = None
+) -> str:
     """What a run's Spark write leaves in the table's folder: several Parquet files in
     its own run folder, with Spark's ``_SUCCESS`` marker beside them."""
-    data = Path(staging_for(str(table), run_id)) / "data"
+    data = Path(staging_for(run_folder_root(str(table), interval), run_id)) / "data"
     data.mkdir(parents=True)
     rows = list(ids)
     for part in range(files):
@@ -108,3 +115,37 @@ def test_a_folder_outside_the_table_is_refused(tmp_path: Path) -> None:
     data = spark_write(tmp_path / "elsewhere", "run", range(3))
     with pytest.raises(ValueError, match="not inside the table's folder"):
         commit_files(str(tmp_path / "customers"), data, IDENTITY, always)
+
+
+DAY_1, DAY_2 = DataInterval("day", "2026-12-01"), DataInterval("day", "2026-12-02")
+
+
+def test_replacing_an_interval_reruns_a_day_without_duplicating_it(tmp_path: Path) -> None:
+    """A Clear of day 1 after day 2 was published: day 1's rows are the re-run's, once;
+    day 2's stay; the re-run is one commit of its own."""
+    table = tmp_path / "customers"
+    for interval, ids in ((DAY_1, range(5)), (DAY_2, range(10, 13))):
+        identity = TableIdentity(f"dag/enrich/{interval.value}", 1)
+        data = spark_write(table, interval.value, ids, interval=interval)
+        commit_files(str(table), data, identity, always, interval=interval)
+    rerun = TableIdentity(f"dag/enrich/{DAY_1.value}", 2)
+    data = spark_write(table, "clear", range(3), interval=DAY_1)
+    result = commit_files(str(table), data, rerun, always, interval=DAY_1, mode="replace-interval")
+    assert result.committed
+    frame = pl.read_delta(str(table)).sort("id")
+    assert frame["id"].to_list() == [0, 1, 2, 10, 11, 12]
+    assert frame["day"].to_list() == [DAY_1.value] * 3 + [DAY_2.value] * 3
+    assert len(commits(table)) == 3
+
+
+def test_replacing_needs_an_interval(tmp_path: Path) -> None:
+    data = spark_write(tmp_path / "customers", "run", range(3))
+    with pytest.raises(ValueError, match="data interval column"):
+        commit_files(str(tmp_path / "customers"), data, IDENTITY, always, mode="replace-interval")
+
+
+def test_an_interval_run_outside_its_partition_folder_is_refused(tmp_path: Path) -> None:
+    """Engines that read partition values from paths (Polars) need ``day=<value>/``."""
+    data = spark_write(tmp_path / "customers", "run", range(3))
+    with pytest.raises(ValueError, match="day=2026-12-01"):
+        commit_files(str(tmp_path / "customers"), data, IDENTITY, always, interval=DAY_1)
