@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 COMPOSE ?= docker compose
 
-.PHONY: install jvm-archive test test-extended test-unit test-under-load chaos lint dist demo demo-model bench bench-operator bench-http bench-reliability bench-providers bench-model bench-venv bench-venv-curator bench-peers bench-resume bench-scale constraints up down clean
+.PHONY: install jvm-archive test test-extended test-unit test-under-load chaos lint dist demo demo-model bench bench-operator bench-http bench-reliability bench-providers bench-model bench-jvm bench-venv bench-venv-curator bench-peers bench-resume bench-scale constraints up down clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -31,8 +31,8 @@ install: $(STAMP)
 PYTEST_WORKERS ?= 3
 PYTEST_DIST = -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
-# The driver JVM's class archive (spark_jobs/driver/class_archive.py), written once per
-# machine before the suite, so that no test's job run pays for writing it.
+# The driver JVM's class archive (spark_jobs/driver/class_archive.py): written only by this
+# command (a run maps it when present, and never writes it); kept when a JVM maps it.
 jvm-archive: $(STAMP)
 	$(PY) -m spark_jobs.driver.write_class_archive
 
@@ -106,6 +106,11 @@ bench-reliability: $(STAMP)
 # the binding limit used, 429s, dead letters (benchmarks/results/provider_pacing.json).
 bench-providers: $(STAMP)
 	$(PY) -m benchmarks.provider_pacing
+
+# The driver JVM's JIT settings taking turns: the first call and 2 million rows of its own
+# work (docs/performance.md, "The driver JVM's defaults").
+bench-jvm: jvm-archive
+	$(PY) -m benchmarks.jvm_defaults
 
 bench-model: jvm-archive
 	-$(MAKE) --no-print-directory bench-venv

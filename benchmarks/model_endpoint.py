@@ -257,11 +257,8 @@ def curator_python() -> str:
 
 def jvm_class_archive() -> str:
     """Whether the job's driver JVM maps its class archive (``make bench-model`` writes it
-    first), or its runs write it as they end."""
-    archive = class_archive()
-    if archive is None:
-        return "off"
-    return "mapped" if archive.writing is None else "written by the first run"
+    first): ``none`` when it is off or not written."""
+    return "none" if class_archive() is None else "mapped"
 
 
 def not_installed(python: str, module: str, target: str) -> str | None:
@@ -422,6 +419,7 @@ def main() -> int:
         "capacity_per_partition": CAPACITY,
         "partitions": 2,
         "job_jvm_class_archive": jvm_class_archive(),
+        "job_jvm_jit": os.environ.get("ENRICH_JVM_JIT", "").strip().lower() or "full",
     }
     if unknown := set(CHOSEN) - set(CONTENDERS):
         raise SystemExit(f"BENCH_MODEL_CONTENDERS: no {sorted(unknown)}; from {list(CONTENDERS)}")

@@ -1,6 +1,7 @@
 """Where one partition's time goes: the Python worker's code under cProfile, without Spark.
 
-``python -m benchmarks.peers.profile_job [--records N] [--capacity C] [--delay-ms D]``
+``python -m benchmarks.peers.profile_job [--records N] [--capacity C] [--delay-ms D]
+[--gc-young-threshold N]``
 runs :class:`PartitionRunner` exactly as the Python worker of ``mapInArrow`` does (Arrow
 batches of 10 000 rows in, output batches out, HTTP enricher, snapshots every 10 s), on
 one partition of ``N`` records (default 100 000: half of the 200 000-record run) against
@@ -111,10 +112,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--no-profile", action="store_true", help="time it only")
     parser.add_argument("--engine", choices=("job", "recipe"), default="job")
+    parser.add_argument("--gc-young-threshold", type=int, help="the job's option of that name")
     args = parser.parse_args(argv)
     with api(args.delay_ms) as server, tempfile.TemporaryDirectory() as tmp:
         if args.engine == "job":
-            run = partial(run_partition, server.url, args.records, args.capacity, tmp)
+            young = {"gc_young_threshold": args.gc_young_threshold}
+            run = partial(run_partition, server.url, args.records, args.capacity, tmp, **young)
         else:
             run = partial(run_recipe, server.url, args.records, args.capacity)
         profile = cProfile.Profile(time.process_time)  # CPU: the machine is shared

@@ -307,7 +307,7 @@ def main() -> int:
     print("\n" + HEADER)
     for cell in cells:
         print(row(cell))
-    print(f"written to {RESULTS.relative_to(REPO)}")
+    print(f"written to {RESULTS}")
     return 0
 
 

@@ -62,7 +62,11 @@ MAX_ERROR_CHARS = 2_000
 
 def describe_error(error: BaseException) -> str:
     """Render an exception as the ``error`` text of a :class:`Failure`, cut to
-    :data:`MAX_ERROR_CHARS` (a user's function may raise with any message)."""
+    :data:`MAX_ERROR_CHARS` (a user's function may raise with any message), and with any
+    lone surrogate escaped (``\\ud800``): the text goes into a UTF-8 column, which cannot
+    hold one, and a message may quote an answer's or a header's text."""
     message = str(error)
     text = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    if not text.isascii():
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"

@@ -2,16 +2,14 @@
 spark_jobs.enrich_job`` without ``--remote``): the class archive's (``class_archive.py``)
 and the JIT compiler's, added after the user's own options, never instead of them.
 
-The JIT: such a JVM runs a job whose pace is an API's, where the JVM's own work (reading
-the input, a shuffle, Arrow to and from the Python workers, writing Parquet) is a small
-part of the run; yet on HotSpot's default tiers it starts on profiled code and C2
-compiles that take the cores the start needs. C1 alone (``-XX:TieredStopAtLevel=1``)
-brought a 1 500-record model run's first call 3.9 s sooner on 2 cores (10.4 s after the
-launch instead of 14.3 s); the JVM's own work is slower: 2 million JSON rows read,
-counted, shuffled, sorted and written in 35-38 s instead of 28 s. ``ENRICH_JVM_JIT=full``
-keeps the JVM's default tiers, for an input of millions of rows whose calls the cache
-mostly answers; JIT options of the user's own are left alone. Under ``spark-submit`` (the
-Airflow operator's route) or over Spark Connect nothing changes: no JVM is launched here.
+The JIT: the JVM's own tiers unless asked otherwise. Under ``local[*]`` that JVM is the
+whole of Spark (reading the input, a shuffle, Arrow to and from the Python workers,
+writing Parquet), and C1 alone made that work 44 % slower for a first call 1.25 s sooner
+on 2 cores (docs/performance.md, "The driver JVM's defaults"): a trade a user makes for a
+small run, not one made for them. ``ENRICH_JVM_JIT=quick`` asks for C1 alone
+(``-XX:TieredStopAtLevel=1``); JIT options of the user's own are left alone. Under
+``spark-submit`` (the Airflow operator's route) or over Spark Connect nothing changes: no
+JVM is launched here.
 """
 
 from __future__ import annotations
@@ -40,14 +38,14 @@ def chosen_elsewhere(words: tuple[str, ...], environ: Mapping[str, str]) -> bool
 
 def jit_options(environ: Mapping[str, str] | None = None) -> str:
     """The JIT options for a driver JVM about to be launched here (``ENRICH_JVM_JIT``:
-    ``quick``, the default, or ``full``); raises :class:`SpecError` for another value."""
+    ``full``, the default, or ``quick``); raises :class:`SpecError` for another value."""
     env = os.environ if environ is None else environ
     setting = env.get(JIT_SETTING, "").strip()
-    choice = setting.lower() or "quick"
+    choice = setting.lower() or "full"
     if choice not in _JIT_OPTIONS:
         raise SpecError(
-            f"{JIT_SETTING}={setting!r}: quick (C1 alone: the quicker start, the default) "
-            "or full (the JVM's default tiers: the quicker JVM work on millions of rows)"
+            f"{JIT_SETTING}={setting!r}: full (the JVM's own tiers, the default) or quick "
+            "(C1 alone: a first call about a second sooner, the JVM's own work some 45 % slower)"
         )
     return "" if chosen_elsewhere(_JIT_CHOSEN_ELSEWHERE, env) else _JIT_OPTIONS[choice]
 

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from spark_jobs.driver.class_archive import keep_written
 from spark_jobs.driver.connect import is_connect, remote_url
 from spark_jobs.driver.dead_letter_retry import (
     DeadLetterRetry,
@@ -88,7 +87,7 @@ def main(argv: list[str] | None = None) -> ExitStatus:
         print(f"enrich_job: error: {error}", file=sys.stderr)
         return ExitStatus.BAD_OPTIONS
     configure_launch(spec.spark_log_level)
-    spark, archive = spark_session(spec.ship_env, remote)
+    spark = spark_session(spec.ship_env, remote)
     apply_level(spark, spec.spark_log_level)
     try:
         executors = ExecutorCheck(spark, spec)  # beside the run's first steps
@@ -110,7 +109,6 @@ def main(argv: list[str] | None = None) -> ExitStatus:
         return failure.exit_status
     finally:
         spark.stop()
-        keep_written(archive)
     print(json.dumps(summary.to_json(), sort_keys=True))
     if summary.budget is not None:
         spent = summary.budget.describe(summary.records_in, "cost" if spec.max_cost else "request")

@@ -10,7 +10,7 @@ import shutil
 import sys
 from typing import TYPE_CHECKING
 
-from spark_jobs.driver.class_archive import ClassArchive, class_archive, drop_if_refused, set_aside
+from spark_jobs.driver.class_archive import class_archive, set_aside
 from spark_jobs.driver.connect import connect_session
 from spark_jobs.driver.driver_jvm import jit_options, launching
 from spark_jobs.driver.launch_conf import launch_conf, under_spark_submit
@@ -30,25 +30,19 @@ def check_java() -> None:
         )
 
 
-def spark_session(
-    ship_env: str | None, remote: str | None = None
-) -> tuple[SparkSession, ClassArchive | None]:
+def spark_session(ship_env: str | None, remote: str | None = None) -> SparkSession:
     """The job's session: a Spark Connect client of ``remote`` (``sc://...``), else a
-    classic one (spark-submit's, or ``local[*]`` under ``python -m``); and the class
-    archive its driver JVM writes or maps when launched here (``class_archive.py``: once
-    the session stops, ``keep_written``; its JIT options: ``driver_jvm.py``)."""
-    archive = None
-    if remote:
-        spark = connect_session(remote)
-    else:
-        spark, archive = _classic_session(ship_env)
+    classic one (spark-submit's, or ``local[*]`` under ``python -m``, its driver JVM
+    mapping the class archive when there is one, ``class_archive.py``, with the JIT
+    options of ``driver_jvm.py``)."""
+    spark = connect_session(remote) if remote else _classic_session(ship_env)
     # Partition ids must mean the same rows in every attempt: no adaptive coalescing.
     spark.conf.set("spark.sql.adaptive.enabled", "false")
     spark.conf.set("spark.sql.shuffle.partitions", "8")  # only the small per-partition count
-    return spark, archive
+    return spark
 
 
-def _classic_session(ship_env: str | None) -> tuple[SparkSession, ClassArchive | None]:
+def _classic_session(ship_env: str | None) -> SparkSession:
     from pyspark import SparkContext
     from pyspark.errors import PySparkRuntimeError
     from pyspark.sql import SparkSession
@@ -73,16 +67,14 @@ def _classic_session(ship_env: str | None) -> tuple[SparkSession, ClassArchive |
     jit = jit_options() if launched_here else ""
     try:
         with launching(f"{archive.java_options} {jit}" if archive else jit):
-            spark = builder.getOrCreate()
-        drop_if_refused(archive)
-        return spark, archive
+            return builder.getOrCreate()
     except PySparkRuntimeError as error:
         if archive is None or error.getCondition() != "JAVA_GATEWAY_EXITED":
             raise
     with launching(jit):  # raises again unless the archive's options were at fault
         spark = builder.getOrCreate()
     set_aside(archive)
-    return spark, None
+    return spark
 
 
 def cancel_running(spark: SparkSession) -> None:

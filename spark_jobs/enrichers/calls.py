@@ -21,6 +21,7 @@ from .config import HttpEnricherConfig
 from .errors import EnrichmentError, InvalidResponseError, NotFoundError, snippet
 from .json_paths import CONVERTERS, ConversionError, compile_path, extract
 from .request_keys import BatchKeys, CallKeys
+from .response_field import ResponseField
 from .sender import RequestSender
 from .templates import UrlTemplate
 
@@ -65,28 +66,18 @@ class Calls(Protocol[UrlT]):
         ...
 
 
-class ResponseMapping:
-    """The record's typed output fields out of an answer (``response_fields``), and the
-    ``not_found`` policy; errors are redacted as the sender redacts."""
+class FieldMapping:
+    """The record's typed output fields out of a JSON document (``response_fields``):
+    the HTTP enricher's for an answer, and a user's function's for what it returned.
+    A value its column cannot hold is an :class:`InvalidResponseError` naming the field
+    (``json_paths.py``), redacted with ``redact``."""
 
-    def __init__(self, config: HttpEnricherConfig, redact: Callable[[str], str]) -> None:
-        self._method = config.method
-        self._not_found_fails = config.not_found == "fail"
+    def __init__(self, fields: Mapping[str, ResponseField], redact: Callable[[str], str]) -> None:
         self._fields = [
             (name, spec.path, compile_path(spec.path), CONVERTERS[spec.type])
-            for name, spec in config.response_fields.items()
+            for name, spec in fields.items()
         ]
-        self._output_names = tuple(config.response_fields)
         self._redact = redact
-
-    def not_found(self, message: str) -> Output:
-        if self._not_found_fails:
-            raise NotFoundError(self._redact(message))
-        return dict.fromkeys(self._output_names)
-
-    def mapped(self, payload: bytes, where: str, redact: Callable[[str], str]) -> Output:
-        """The default :data:`AnswerMapping`: the fields out of a JSON body."""
-        return self.output(self.parse(payload, where), where)
 
     def output(self, document: Any, where: str) -> Output:
         output = {}
@@ -101,6 +92,26 @@ class ResponseMapping:
                     ) from None
             output[name] = value
         return output
+
+
+class ResponseMapping(FieldMapping):
+    """The fields out of an answer, and the ``not_found`` policy; errors are redacted as
+    the sender redacts."""
+
+    def __init__(self, config: HttpEnricherConfig, redact: Callable[[str], str]) -> None:
+        super().__init__(config.response_fields, redact)
+        self._method = config.method
+        self._not_found_fails = config.not_found == "fail"
+        self._output_names = tuple(config.response_fields)
+
+    def not_found(self, message: str) -> Output:
+        if self._not_found_fails:
+            raise NotFoundError(self._redact(message))
+        return dict.fromkeys(self._output_names)
+
+    def mapped(self, payload: bytes, where: str, redact: Callable[[str], str]) -> Output:
+        """The default :data:`AnswerMapping`: the fields out of a JSON body."""
+        return self.output(self.parse(payload, where), where)
 
     def parse(self, payload: bytes, url: str) -> Any:
         try:

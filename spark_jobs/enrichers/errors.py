@@ -103,6 +103,12 @@ class MissingFieldError(PermanentError):
     """A URL or body template names a field the record does not have."""
 
 
+class FieldValueError(PermanentError):
+    """A template's field holds a value that cannot be sent as asked: a list, struct, map
+    or bytes value where text is wanted (a model's prompt, ``{field!s}``), or a NaN or an
+    infinity in a JSON body (``templates.py``)."""
+
+
 class BudgetExhausted(EnrichmentError):
     """The run's request budget (``--max-requests``) is spent: the request was not sent.
 

@@ -5,6 +5,13 @@ a mapping needs: ``$`` followed by ``.name``, ``['name']`` / ``["name"]`` and ``
 steps (negative indexes count from the end), e.g. ``$.address.city`` or
 ``$.items[0].name``. No wildcards or filters: one path gives at most one value.
 Paths are compiled once per config, since they are applied to every response.
+
+JSON holds more than a column does: integers of any size, strings with a lone surrogate
+(``"\\ud800"``) that UTF-8 cannot encode. Such a value, converted as it is, made the
+Arrow conversion of the partition's next output batch fail, and with it the whole task
+and every retry of it. So each conversion refuses what its column cannot hold
+(:func:`int64_problem`, :func:`text_problem`, also the model endpoint's ``conform``),
+and the value is a dead letter of its record alone.
 """
 
 from __future__ import annotations
@@ -17,6 +24,8 @@ from typing import Any
 
 #: The output types of a response field (a Spark job maps them onto column types).
 FIELD_TYPES = ("string", "int", "float", "bool", "json")
+#: The integers an ``int`` (``bigint``) column holds.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 _STEP = re.compile(
     r"""
@@ -82,9 +91,30 @@ def extract(document: Any, steps: tuple[Step, ...]) -> Any:
     return value
 
 
+def int64_problem(value: int) -> str | None:
+    """Why a 64-bit column cannot hold the integer ``value``; None if it can."""
+    if INT64_MIN <= value <= INT64_MAX:
+        return None
+    digits = len(str(abs(value)))
+    return f"the integer {_short(str(value))} ({digits} digits) is outside the 64-bit range"
+
+
+def text_problem(text: str) -> str | None:
+    """Why a string column cannot hold ``text`` (a lone surrogate, which UTF-8 cannot
+    encode); None if it can. ASCII, nearly every value, is one C-speed scan."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        code = ord(text[error.start])
+        return f"a string with a lone surrogate U+{code:04X} at character {error.start}"
+    return None
+
+
 def _to_string(value: Any) -> str:
     if isinstance(value, str):
-        return value
+        return _text(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
@@ -93,21 +123,30 @@ def _to_string(value: Any) -> str:
 
 
 def _to_int(value: Any) -> int:
+    number: int | None = None
     if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str):
         try:
-            return int(value.strip())
-        except ValueError:
+            number = int(value.strip())
+        except ValueError:  # also a string of more than 4 300 digits
             pass
-    raise ConversionError(f"expected an integer, got {_describe(value)}")
+    if number is None:
+        raise ConversionError(f"expected an integer, got {_describe(value)}")
+    problem = int64_problem(number)
+    if problem is not None:
+        raise ConversionError(problem)
+    return number
 
 
 def _to_float(value: Any) -> float:
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer of more than 308 digits
+            pass
     if isinstance(value, str):
         try:
             number = float(value)
@@ -128,8 +167,19 @@ def _to_bool(value: Any) -> bool:
 
 
 def _to_json(value: Any) -> str:
-    """Nested data as JSON text: one string column holds any shape."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    """Nested data as JSON text: one string column holds any shape (a lone surrogate in
+    it, key or value, written as it is, is refused)."""
+    try:
+        return _text(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
+    except RecursionError:  # parsed near the depth limit, written from deeper down
+        raise ConversionError("expected JSON, got one nested too deeply to write") from None
+
+
+def _text(text: str) -> str:
+    problem = text_problem(text)
+    if problem is not None:
+        raise ConversionError(problem)
+    return text
 
 
 CONVERTERS: dict[str, Callable[[Any], Any]] = {
@@ -151,5 +201,8 @@ def _json_kind(value: Any) -> str:
 def _describe(value: Any) -> str:
     if isinstance(value, dict | list):
         return f"a JSON {_json_kind(value)}"
-    text = json.dumps(value)
+    return _short(json.dumps(value))
+
+
+def _short(text: str) -> str:
     return text if len(text) <= 40 else text[:37] + "..."

@@ -1,4 +1,6 @@
-"""The private folder where the Python workers of one executor share their rate files.
+"""A folder of the current user alone, held open, and the private folder where the Python
+workers of one executor share their rate files. (The driver JVM's class archives live in
+such a folder too, one others may read: ``driver/class_archive.py``.)
 
 The tasks of an executor are separate Python processes (children of one
 ``pyspark.daemon``); they pace together through a small file per API
@@ -38,6 +40,10 @@ logger = logging.getLogger(__name__)
 FOLDER_PREFIX = "resumable-enrichment-rate-"
 """The per-user folder's name, before the user's uid."""
 _NO_FOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
+_SHUT = 0o077
+"""Mode bits that must be clear: group and others may neither read, write nor enter."""
+_SHUT_READABLE = 0o022
+"""Mode bits that must be clear where others may read: group and others may not write."""
 
 
 class UnsafeFolder(OSError):
@@ -48,20 +54,41 @@ class PrivateFolder:
     """A folder only the current user can use, held open: its files are opened through
     it, never through a path another user could redirect."""
 
-    def __init__(self, fd: int, path: Path) -> None:
+    def __init__(self, fd: int, path: Path, shut: int = _SHUT) -> None:
         self._fd = fd
         self.path = path
+        self._shut = shut  # the mode bits that must be clear, on the folder and its files
 
     @classmethod
-    def open(cls, path: Path) -> PrivateFolder:
+    def open(cls, path: Path, *, others_may_read: bool = False) -> PrivateFolder:
         """``path`` (created ``0700`` when absent); raises UnsafeFolder unless it is a
-        folder (not a symlink) of the current user that no one else may enter."""
-        return cls(_open_folder(str(path), None, path), path)
+        folder (not a symlink) of the current user that no one else may enter, or, with
+        ``others_may_read``, that no one else may write (its files likewise)."""
+        shut = _SHUT_READABLE if others_may_read else _SHUT
+        return cls(_open_folder(str(path), None, path, shut), path, shut)
 
     def subfolder(self, name: str) -> PrivateFolder:
         """The private folder ``name`` inside this one, checked as :meth:`open` does."""
         path = self.path / name
-        return PrivateFolder(_open_folder(name, self._fd, path), path)
+        return PrivateFolder(_open_folder(name, self._fd, path, self._shut), path, self._shut)
+
+    def names(self) -> list[str]:
+        """What the folder holds, read through the folder held open."""
+        return os.listdir(self._fd)
+
+    def untrusted(self, name: str) -> str | None:
+        """Why ``name`` here is not the user's own private regular file (a symlink, a
+        folder, another's, open to others, hard-linked); None when it is, or is absent."""
+        try:
+            fd = os.open(name, os.O_RDONLY | _NO_FOLLOW, dir_fd=self._fd)
+        except FileNotFoundError:
+            return None
+        except OSError:
+            return _planted(name, self._fd, self._shut)
+        try:
+            return _not_private(os.fstat(fd), regular=True, shut=self._shut)
+        finally:
+            os.close(fd)
 
     def open_file(self, name: str) -> int:
         """A descriptor of ``name`` (read-write; created ``0600`` when absent). A file
@@ -75,7 +102,7 @@ class PrivateFolder:
             fd = self._open_own(name, os.O_RDWR)
             if fd is not None:
                 return fd
-            problem = _planted(name, self._fd)
+            problem = _planted(name, self._fd, self._shut)
             if problem is not None:
                 logger.warning("%s: %s, not ours to trust; replacing it", self.path / name, problem)
                 _remove(name, self._fd, self.path / name)
@@ -97,13 +124,13 @@ class PrivateFolder:
             fd = os.open(name, mode | _NO_FOLLOW, dir_fd=self._fd)
         except OSError:  # absent, a symlink (ELOOP), a folder...
             return None
-        if _not_private(os.fstat(fd), regular=True) is None:
+        if _not_private(os.fstat(fd), regular=True, shut=self._shut) is None:
             return fd
         os.close(fd)
         return None
 
 
-def _open_folder(name: str, parent: int | None, path: Path) -> int:
+def _open_folder(name: str, parent: int | None, path: Path, shut: int) -> int:
     try:
         os.mkdir(name, 0o700, dir_fd=parent)
     except FileExistsError:
@@ -116,27 +143,28 @@ def _open_folder(name: str, parent: int | None, path: Path) -> int:
         link = stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
         what = "a symlink" if link else "a file"
         raise UnsafeFolder(f"{path}: {what}, not a private folder; not using it") from None
-    problem = _not_private(os.fstat(fd), regular=False)
+    problem = _not_private(os.fstat(fd), regular=False, shut=shut)
     if problem is not None:
         os.close(fd)
         raise UnsafeFolder(f"{path}: {problem}, not private to uid {os.getuid()}; not using it")
     return fd
 
 
-def _not_private(info: os.stat_result, *, regular: bool) -> str | None:
-    """What makes a file (or folder) not this user's alone; None when it is."""
+def _not_private(info: os.stat_result, *, regular: bool, shut: int) -> str | None:
+    """What makes a file (or folder) not this user's alone (``shut``: the mode bits that
+    must be clear); None when it is."""
     if regular and not stat.S_ISREG(info.st_mode):
         return "not a regular file"
     if info.st_uid != os.getuid():
         return f"owned by uid {info.st_uid}"
-    if info.st_mode & 0o077:
+    if info.st_mode & shut:
         return f"mode {stat.S_IMODE(info.st_mode):04o} lets others in"
     if regular and info.st_nlink != 1:
         return f"{info.st_nlink} hard links"
     return None
 
 
-def _planted(name: str, parent: int) -> str | None:
+def _planted(name: str, parent: int, shut: int) -> str | None:
     """What is at ``name`` in place of the user's own private regular file (None:
     nothing is there)."""
     try:
@@ -147,7 +175,7 @@ def _planted(name: str, parent: int) -> str | None:
         return "a symlink"
     if stat.S_ISDIR(info.st_mode):
         return "a folder"
-    return _not_private(info, regular=True) or "a file that cannot be opened"
+    return _not_private(info, regular=True, shut=shut) or "a file that cannot be opened"
 
 
 def _remove(name: str, parent: int, path: Path) -> None:

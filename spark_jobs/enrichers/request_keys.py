@@ -8,7 +8,6 @@ one definition serves both: a key paid for before a crash is the key asked after
 
 from __future__ import annotations
 
-import json
 from collections.abc import Hashable, Mapping
 from typing import Any
 
@@ -30,7 +29,7 @@ class CallKeys:
         url = self._url.fill(record)
         if self._body is None:
             return (url if self.method == "GET" else (self.method, url)), url, None
-        body = json.dumps(self._body.fill(record), separators=(",", ":"), default=str)
+        body = self._body.encode(record)
         return (self.method, url, body), url, body
 
 

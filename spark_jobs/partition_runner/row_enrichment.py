@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from spark_jobs.enrichers import HttpEnricher, PermanentError, RequestBudget, open_user_function
+from spark_jobs.enrichers.calls import FieldMapping
 from spark_jobs.enrichers.dedup import LruCache
-from spark_jobs.enrichers.json_paths import CONVERTERS, compile_path, extract
 from spark_jobs.enrichers.model_endpoint import ModelAnswers, ModelPacing
 from spark_jobs.partition_runner.cache_scope import read_cache_scope
 from spark_jobs.partition_runner.input_lines import describe_lines, record_lines
@@ -211,11 +211,10 @@ def _user_enrichment(
     user_function: Callable[..., Awaitable[Any]],
     request_budget: RequestBudget | None,
 ) -> RowEnrichment:
-    """A user's function, its returned document mapped through the response fields."""
-    fields = [
-        (name, compile_path(field.path), CONVERTERS[field.type])
-        for name, field in spec.response_fields.items()
-    ]
+    """A user's function, its returned document mapped through the response fields as
+    the HTTP enricher maps an answer (a value no column holds: ``InvalidResponseError``)."""
+    fields = FieldMapping(spec.response_fields, redact=str)
+    where = f"the function {spec.enricher}"
     calls = 0
 
     async def mapped(row: dict[str, Any]) -> dict[str, Any]:
@@ -223,12 +222,7 @@ def _user_enrichment(
         if request_budget is not None:
             await request_budget.spend()
         calls += 1
-        document = await user_function(row)
-        output = {}
-        for name, steps, convert in fields:
-            value = extract(document, steps)
-            output[name] = None if value is None else convert(value)
-        return output
+        return fields.output(await user_function(row), where)
 
     return RowEnrichment(_guarded(spec, mapped), lambda: {"requests_made": calls})
 

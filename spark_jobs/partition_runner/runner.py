@@ -102,7 +102,7 @@ class PartitionRunner:
         event loop of its own that runs only while Spark asks for the next batch."""
         loop = uvloop.new_event_loop()
         outputs = self.run_async(batches, task)
-        with paced_collections():
+        with paced_collections(self.spec.gc_young_threshold):
             try:
                 while True:
                     try:

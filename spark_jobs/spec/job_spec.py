@@ -76,6 +76,10 @@ class JobSpec:
     snapshot_interval: float = defaults.SNAPSHOT_INTERVAL_S
     snapshot_max_rows: int = 50_000
     """A snapshot is also cut when this many outputs wait for one (bounds memory)."""
+    gc_young_threshold: int | None = None
+    """Container allocations between two young-generation garbage collections in a Python
+    worker while a partition runs (``partition_runner/gc_pacing.py``); None: the process's
+    own thresholds, untouched."""
     resume: ResumeMode = defaults.RESUME
     dag_id: str = "manual"
     task_id: str = "enrich"
@@ -153,7 +157,7 @@ class JobSpec:
     def _check_numbers(self) -> None:
         positive_ints = ["partitions", "capacity", "max_attempts", "watermark_every"]
         positive_ints.append("snapshot_max_rows")
-        for optional in ("queue_capacity", "max_concurrent_partitions"):
+        for optional in ("queue_capacity", "max_concurrent_partitions", "gc_young_threshold"):
             if getattr(self, optional) is not None:
                 positive_ints.append(optional)
         for name in positive_ints:

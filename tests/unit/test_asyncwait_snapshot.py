@@ -129,3 +129,11 @@ def test_asyncwait_error_texts_are_bounded_as_they_wait_in_snapshots():
     text = describe_error(ValueError("m" * 1_000_000))
     assert len(text) == MAX_ERROR_CHARS and text.startswith("ValueError: mmm")
     assert describe_error(KeyError("k")) == "KeyError: 'k'"
+
+
+def test_asyncwait_error_texts_hold_no_lone_surrogate():
+    """The text goes into a UTF-8 column: a message quoting a hostile answer or header
+    with a lone surrogate must not fail the batch it lands in."""
+    text = describe_error(ValueError("bad \ud800 value é"))
+    assert text == "ValueError: bad \\ud800 value é"
+    text.encode("utf-8")

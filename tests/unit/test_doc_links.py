@@ -1,5 +1,6 @@
-"""Every relative link in the README, CONTRIBUTING and ``docs/`` reaches a file, and its
-anchor a heading there: sections moved between pages stay reachable."""
+"""Every relative link in the README, CONTRIBUTING, ``docs/`` and the benchmarks' history
+reaches a file, and its anchor a heading there: sections moved between pages stay
+reachable."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+HISTORY = ROOT / "benchmarks" / "results" / "HISTORY.md"
+PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *DOCS, HISTORY]
 # [text](target) and ![alt](target); the text may wrap across lines.
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^(```|~~~).*?^\1", flags=re.M | re.S)
@@ -66,4 +69,4 @@ def test_every_relative_link_reaches_a_file_and_its_anchor(page):
 def test_every_docs_page_is_linked_from_the_readme():
     """Moved sections stay reachable from the page a newcomer opens first."""
     linked = {(ROOT / t.partition("#")[0]).resolve() for t in relative_links(ROOT / "README.md")}
-    assert [p.name for p in PAGES[2:] if p.resolve() not in linked] == []
+    assert [p.name for p in DOCS if p.resolve() not in linked] == []

@@ -13,14 +13,16 @@ from spark_jobs.spec.spec_error import SpecError
 QUICK = "-XX:TieredStopAtLevel=1"
 
 
-@pytest.mark.parametrize("setting", [{}, {dj.JIT_SETTING: "quick"}, {dj.JIT_SETTING: " QUICK "}])
-def test_by_default_and_when_asked_the_jvm_runs_c1_alone(setting):
+@pytest.mark.parametrize("setting", [{dj.JIT_SETTING: "quick"}, {dj.JIT_SETTING: " QUICK "}])
+def test_when_asked_the_jvm_runs_c1_alone(setting):
     assert QUICK in dj.jit_options(setting).split()
 
 
-@pytest.mark.parametrize("setting", ["full", "Full", " full "])
-def test_full_keeps_the_jvms_own_tiers(setting):
-    assert dj.jit_options({dj.JIT_SETTING: setting}) == ""
+@pytest.mark.parametrize(
+    "setting", [{}, {dj.JIT_SETTING: ""}, {dj.JIT_SETTING: "full"}, {dj.JIT_SETTING: " Full "}]
+)
+def test_by_default_and_with_full_the_jvm_keeps_its_own_tiers(setting):
+    assert dj.jit_options(setting) == ""
 
 
 @pytest.mark.parametrize(

@@ -50,6 +50,26 @@ def test_a_folder_open_to_others_is_refused_naming_it(tmp_path):
         PrivateFolder.open(path)
 
 
+def test_a_folder_others_may_read_is_refused_unless_they_may(tmp_path):
+    """The class archives' folder (``driver/class_archive.py``): others may read, not write."""
+    path = tmp_path / "shared"
+    path.mkdir()
+    path.chmod(0o755)
+    with pytest.raises(UnsafeFolder, match="mode 0755 lets others in"):
+        PrivateFolder.open(path)
+    folder = PrivateFolder.open(path, others_may_read=True)
+    (path / "archive").write_bytes(b"x")
+    (path / "archive").chmod(0o444)
+    assert folder.names() == ["archive"] and folder.untrusted("archive") is None
+    (path / "archive").chmod(0o664)
+    assert folder.untrusted("archive") == "mode 0664 lets others in"
+    assert folder.untrusted("absent") is None
+    folder.close()
+    path.chmod(0o775)
+    with pytest.raises(UnsafeFolder, match="mode 0775"):
+        PrivateFolder.open(path, others_may_read=True)
+
+
 @as_root
 def test_a_folder_of_another_user_is_refused(tmp_path):
     path = tmp_path / "rates"

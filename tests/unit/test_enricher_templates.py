@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spark_jobs.enrichers import MissingFieldError
+from spark_jobs.enrichers import FieldValueError, MissingFieldError
 from spark_jobs.enrichers.templates import BodyTemplate, TemplateError, UrlTemplate
 
 
@@ -76,3 +76,23 @@ def test_invalid_templates():
         UrlTemplate("http://h/{a.b}", "url_template")
     with pytest.raises(TemplateError, match="format spec"):
         BodyTemplate({"x": "{a:05d}"}, "body_template")
+
+
+def test_a_placeholder_asked_as_text_is_text_alone_too_and_a_list_is_refused():
+    template = BodyTemplate({"alone": "{n!s}", "in": "n={n!s}", "typed": "{n}"}, "body_template")
+    assert template.fill({"n": 7}) == {"alone": "7", "in": "n=7", "typed": 7}
+    assert template.fill({"n": None})["alone"] == "null"
+    for value in ([{"type": "image_url"}], {"file_id": "f"}, [("k", "v")], b"\x00"):
+        with pytest.raises(FieldValueError, match="needs field 'n' as text") as caught:
+            template.fill({"n": value, "id": "k1"})
+        assert "file_id" not in str(caught.value)  # the record's values stay out
+    with pytest.raises(TemplateError, match="other than !s"):
+        BodyTemplate({"x": "{a!r}"}, "body_template")
+
+
+def test_a_body_never_carries_nan_and_names_the_field_that_would():
+    template = BodyTemplate({"score": "{score}", "line": "s={score}"}, "body_template", "id")
+    assert template.encode({"score": 1.5}) == '{"score":1.5,"line":"s=1.5"}'
+    for value in (float("nan"), float("-inf"), [1.0, float("inf")], {"x": float("nan")}):
+        with pytest.raises(FieldValueError, match="field 'score' of record id='k1' holds NaN"):
+            template.encode({"score": value, "id": "k1"})

@@ -12,11 +12,13 @@ to the endpoint (``response_format``), so a model that honours it answers in sha
 
 from __future__ import annotations
 
-import math
+import sys
 from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
+
+from ..json_paths import int64_problem, text_problem
 
 _SCALARS: dict[str, pa.DataType] = {
     "string": pa.string(),
@@ -123,17 +125,31 @@ def _conform_object(value: Any, schema: Mapping[str, Any], path: str) -> dict[st
 
 
 def _conform_scalar(value: Any, kind: str, path: str) -> Any:
+    """A scalar as its column holds it: a string UTF-8 can encode, an integer of 64 bits,
+    a finite number (JSON has no bound on either; the column does)."""
     if kind == "string" and isinstance(value, str):
-        return value
+        return _fitting(value, text_problem(value), path)
     if kind == "boolean" and isinstance(value, bool):
         return value
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise OutputMismatch(f"{path}: expected {kind}, got {_kind(value)}")
     if kind == "integer" and (isinstance(value, int) or float(value).is_integer()):
-        return int(value)
-    if kind == "number" and math.isfinite(value):
-        return float(value)
-    raise OutputMismatch(f"{path}: expected {kind}, got {value!r}")
+        number = int(value)
+        return _fitting(number, int64_problem(number), path)
+    if kind == "number" and -sys.float_info.max <= value <= sys.float_info.max:
+        return float(value)  # a comparison, unlike float(), cannot overflow; NaN fails it
+    raise OutputMismatch(f"{path}: expected {kind}, got {_short(value)}")
+
+
+def _fitting(value: Any, problem: str | None, path: str) -> Any:
+    if problem is not None:
+        raise OutputMismatch(f"{path}: {problem}")
+    return value
+
+
+def _short(value: int | float) -> str:
+    text = repr(value) if isinstance(value, float) else str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _kind(value: Any) -> str:

@@ -47,7 +47,7 @@ from ..rate_headers import (
     token_quotas,
 )
 from ..request_budget import RequestBudget
-from .answers import usage
+from .answers import MAX_USAGE_TOKENS, usage
 from .config import ModelConfig
 from .token_limit import TokenLimit
 from .tokens import prompt_tokens
@@ -58,9 +58,6 @@ COST_UNITS = 1_000_000
 """Budget units per unit of currency: the ledger counts micro-dollars (or -euros)."""
 REFUNDS_OUTPUT = frozenset({"anthropic"})
 """Providers that adjust the output charged at ``max_tokens`` to the actual output."""
-MAX_USAGE_TOKENS = 10_000_000
-"""A usage count above this (ten times the largest context window) is not believed: the
-estimate stands. A hostile answer must not stall or unbalance the pacing."""
 _MEAN_WEIGHT = 0.1
 PROMPT_RATIO = (0.1, 4.0)
 """Bounds of the learned ratio of the prompt tokens counted to those estimated: an

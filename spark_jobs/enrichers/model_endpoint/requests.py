@@ -6,6 +6,11 @@ descriptions) is literal, its braces escaped. So a record is rendered exactly as
 and bodies are, and the rendered body (model, parameters, prompt) is what the in-run
 dedup, the resumed partition's paid answers and the cross-run cache key on: the same
 prompt is paid once, a changed one is paid again.
+
+Every placeholder of a prompt is asked as text (``{field!s}``), a lone one too: a
+prompt of ``"{field}"`` would otherwise send the column's typed value, and a list column
+becomes the API's content blocks (an ``image_url``, another file's ``file_id``); a list,
+struct or map value is a dead letter (``FieldValueError``) instead, a number its text.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..templates import parse_template
 from .config import ModelConfig
 
 
@@ -27,21 +33,31 @@ def literal(node: Any) -> Any:
     return node
 
 
+def as_text(template: str, what: str) -> str:
+    """``template`` with each of its placeholders asked as text (``{field!s}``)."""
+    return "".join(
+        literal(text) + (f"{{{field}!s}}" if field is not None else "")
+        for text, field, _ in parse_template(template, what)
+    )
+
+
 def body_template(config: ModelConfig) -> dict[str, Any]:
     """The JSON body with the record's placeholders, for ``config.api``."""
     parameters = literal(dict(config.parameters))
     model = literal(config.model)
+    prompt = as_text(config.prompt, "model.prompt")
+    system = as_text(config.system, "model.system") if config.system is not None else None
     if config.api == "embeddings":
-        return {"model": model, "input": config.prompt, **parameters}
-    user = {"role": "user", "content": config.prompt}
+        return {"model": model, "input": prompt, **parameters}
+    user = {"role": "user", "content": prompt}
     if config.api == "anthropic":
         body = {"model": model, "messages": [user], **parameters}
-        if config.system is not None:
-            body["system"] = config.system
+        if system is not None:
+            body["system"] = system
         return body
     messages = [user]
-    if config.system is not None:
-        messages.insert(0, {"role": "system", "content": config.system})
+    if system is not None:
+        messages.insert(0, {"role": "system", "content": system})
     body = {"model": model, "messages": messages, **parameters}
     if config.output_schema is not None and config.response_format:
         schema = {"name": "output", "strict": True, "schema": literal(config.output_schema)}
