@@ -73,6 +73,16 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         (templated).
     :param capacity: requests in flight per partition (templated).
     :param input_format: ``jsonl``, ``parquet`` or ``csv``.
+    :param output_format: ``parquet`` (default: run folders named by ``_SUMMARY.json``) or
+        ``delta``: ``output_path`` is then a Delta table, one commit per run carrying
+        the run's identity, partitioned by the data interval (templated).
+    :param write_mode: how a run's rows join a table: ``append`` (default),
+        ``replace-interval`` (a backfill or Clear re-runs its day without duplicating
+        it) or ``merge`` (by ``key_column``: the enriched columns of present keys
+        updated) (templated).
+    :param dead_letter_layout: a table's dead letters: ``table`` (default, beside it as
+        ``<output_path>_dead_letters``) or ``inline`` (``_status``, ``_error``,
+        ``_attempts`` columns) (templated).
     :param input_options: Spark reader options over the job's own, e.g. ``{"sep": ";"}``;
         options that would drop or alter rows are refused (``--input-option``) (templated).
     :param event_time_column: the event time column; enables watermarks.
@@ -142,6 +152,9 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         "input_options",
         "max_dead_letters",
         "retry_dead_letters",
+        "output_format",
+        "write_mode",
+        "dead_letter_layout",
         "job_args",
         "method",
         "body_template",
@@ -178,6 +191,9 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         input_options: dict[str, str] | None = None,
         max_dead_letters: int | str | None = None,
         retry_dead_letters: str | None = None,
+        output_format: str = defaults.OUTPUT_FORMAT,
+        write_mode: str = defaults.WRITE_MODE,
+        dead_letter_layout: str = defaults.DEAD_LETTER_LAYOUT,
         job_args: Sequence[str] = (),
         method: str = "GET",
         body_template: Any = None,
@@ -207,6 +223,8 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         self.input_options = dict(input_options or {})
         self.max_dead_letters = max_dead_letters
         self.retry_dead_letters = retry_dead_letters
+        self.output_format, self.write_mode = output_format, write_mode
+        self.dead_letter_layout = dead_letter_layout
         self.job_args = list(job_args)
         self.method, self.body_template, self.bearer_token = method, body_template, bearer_token
         self.headers, self.secret_headers = dict(headers or {}), dict(secret_headers or {})

@@ -55,6 +55,11 @@ class PublishedResult:
         return f"{self._records()}/dead_letters"
 
     def _records(self) -> str:
+        if self.folder is None and "table" in self.summary:
+            raise NoDataError(
+                f"{self.location} is a table (--output-format "
+                f"{self.summary['table'].get('format')}): read it as one"
+            )
         if self.folder is None:
             raise NoDataError(
                 f"{self.location}: run {self.summary.get('run_id')} published no records "

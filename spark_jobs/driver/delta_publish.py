@@ -21,12 +21,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
+from urllib.parse import quote
 
 import fsspec
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from spark_jobs.defaults import WriteMode
 from spark_jobs.driver.publish import FENCED
 from spark_jobs.snapshots import LeaseError
 
@@ -40,11 +43,10 @@ class TableIdentity:
     version: int
     """The namespace's publish sequence: the same for every try of one publish."""
 
-
-WriteMode = Literal["append", "replace-interval"]
-"""``append`` adds the run's rows; ``replace-interval`` replaces the rows of the run's
-data interval in the same commit (a backfill or a Clear re-runs a day without
-duplicating it), other intervals untouched."""
+    @property
+    def marker(self) -> str:
+        """The identity as one string, in the commit's info (``IDENTITY_KEY``)."""
+        return f"{self.app_id}@{self.version}"
 
 
 @dataclass(frozen=True)
@@ -59,8 +61,9 @@ class DataInterval:
 
 @dataclass(frozen=True)
 class TableCommit:
-    """What publishing did to the table: the version that holds the run's rows, and
-    whether this call wrote it (False: an earlier try of the same publish had)."""
+    """What publishing did to the table: the version that holds the run's rows, whether
+    this call wrote it (False: an earlier try of the same publish had), and how many of
+    the run's staged files the commit names (none for a merge: delta-rs rewrote them)."""
 
     table: str
     table_version: int
@@ -71,10 +74,11 @@ class TableCommit:
 def run_folder_root(table: str, interval: DataInterval | None) -> str:
     """Where a run's folders go inside the table's folder: with an interval, in its
     partition's folder (``<table>/<column>=<value>``), as Delta writers lay them out and
-    as engines that read partition values from paths (Polars) need them."""
+    as engines that read partition values from paths (Polars) need them. The value is
+    percent-encoded there as delta-rs encodes it (``2026-12-01T00%3A00%3A00%2B00%3A00``)."""
     if interval is None:
         return table.rstrip("/")
-    return f"{table.rstrip('/')}/{interval.column}={interval.value}"
+    return f"{table.rstrip('/')}/{interval.column}={quote(interval.value, safe='')}"
 
 
 def commit_files(
@@ -85,31 +89,75 @@ def commit_files(
     *,
     interval: DataInterval | None = None,
     mode: WriteMode = "append",
+    merge: MergeKeys | None = None,
     storage_options: dict[str, str] | None = None,
 ) -> TableCommit:
     """Add the Parquet files of ``data_folder`` (inside ``table``'s folder) to the Delta
     table at ``table`` in one commit carrying ``identity``, unless the table already
     holds a commit of that identity. ``holds`` is the run's lease check: a run fenced
     off raises :class:`LeaseError` and commits nothing. With ``interval`` the table is
-    partitioned by its column; ``replace-interval`` needs one."""
+    partitioned by its column; ``replace-interval`` needs one, ``merge`` its keys."""
     if mode == "replace-interval" and interval is None:
         raise ValueError("replace-interval: the table needs a data interval column")
-    from deltalake import CommitProperties, DeltaTable, Schema, Transaction
-    from deltalake.transaction import create_table_with_add_actions
+    if mode == "merge" and merge is None:
+        raise ValueError("merge: the table needs the key columns and the enriched columns")
+    from deltalake import CommitProperties, Transaction
 
     existing = _open(table, storage_options)
     if existing is not None:
         done = existing.transaction_version(identity.app_id)
         if done is not None and done >= identity.version:
-            return TableCommit(table, existing.version(), committed=False, files=0)
+            version = _version_of(existing, identity)
+            return TableCommit(table, version, committed=False, files=0)
     actions, schema = _add_actions(table, data_folder, interval, storage_options)
-    partition_by = None if interval is None else [interval.column]
     if not holds():
         raise LeaseError(FENCED)
     properties = CommitProperties(
         app_transactions=[Transaction(identity.app_id, identity.version)],
-        custom_metadata={"enrichment.app_id": identity.app_id},
+        custom_metadata={IDENTITY_KEY: identity.marker},
     )
+    if existing is not None and mode == "merge" and merge is not None:
+        _merge(existing, data_folder, schema, interval, merge, properties, storage_options)
+        actions = []  # delta-rs wrote files of its own: the commit names none of the run's
+    else:  # a merge into no table yet creates it with the run's files
+        _commit_actions(
+            table, existing, actions, schema, interval, mode, properties, storage_options
+        )
+    version = _version_of(_open(table, storage_options), identity)
+    return TableCommit(table, version, committed=True, files=len(actions))
+
+
+@dataclass(frozen=True)
+class MergeKeys:
+    """What ``merge`` matches on and what it changes: rows of a key already in the table
+    get only ``updated`` (the enriched columns) from the run; new keys are added whole."""
+
+    keys: tuple[str, ...]
+    updated: tuple[str, ...]
+
+
+IDENTITY_KEY = "enrichment.identity"
+"""The commit info key that names the identity a commit carried, for finding its version."""
+_HISTORY_SEARCHED = 100
+"""Commits searched back for the one carrying an identity: bounded, whatever the age."""
+
+
+def _commit_actions(
+    table: str,
+    existing: Any,
+    actions: list[Any],
+    schema: pa.Schema,
+    interval: DataInterval | None,
+    mode: WriteMode,
+    properties: Any,
+    storage_options: dict[str, str] | None,
+) -> None:
+    """The run's files added in one commit, the run's interval's files removed in the
+    same one for ``replace-interval``; a table not there yet is created by it."""
+    from deltalake import Schema
+    from deltalake.transaction import create_table_with_add_actions
+
+    partition_by = None if interval is None else [interval.column]
     if existing is None:
         create_table_with_add_actions(
             table,
@@ -120,19 +168,68 @@ def commit_files(
             storage_options=storage_options,
             commit_properties=properties,
         )
-    else:
-        existing.create_write_transaction(
-            actions,
-            mode="append" if mode == "append" else "overwrite",
-            schema=schema,
-            partition_by=partition_by,
-            partition_filters=None
-            if interval is None or mode == "append"
-            else [(interval.column, "=", interval.value)],
-            commit_properties=properties,
-        )
-    version = DeltaTable(table, storage_options=storage_options).version()
-    return TableCommit(table, version, committed=True, files=len(actions))
+        return
+    replaced = None
+    if mode == "replace-interval" and interval is not None:
+        replaced = [(interval.column, "=", interval.value)]
+    existing.create_write_transaction(
+        actions,
+        mode="append" if replaced is None else "overwrite",
+        schema=schema,
+        partition_by=partition_by,
+        partition_filters=replaced,
+        commit_properties=properties,
+    )
+
+
+def _merge(
+    existing: Any,
+    data_folder: str,
+    schema: pa.Schema,
+    interval: DataInterval | None,
+    merge: MergeKeys,
+    properties: Any,
+    storage_options: dict[str, str] | None,
+) -> None:
+    """The run's rows merged by key in one commit: delta-rs rewrites the files holding
+    matched keys, streaming the run's files as the source (never all in memory)."""
+    fs, folder = fsspec.core.url_to_fs(data_folder, **(storage_options or {}))
+    source = ds.dataset(folder, filesystem=fs, format="parquet")  # _SUCCESS is skipped
+
+    def batches() -> Any:
+        for batch in source.to_batches():
+            columns = batch.columns
+            if interval is not None:
+                columns.append(pa.array([interval.value] * batch.num_rows, pa.string()))
+            yield pa.RecordBatch.from_arrays(columns, schema=schema)
+
+    reader = pa.RecordBatchReader.from_batches(schema, batches())
+    on = " AND ".join(f"t.`{key}` = s.`{key}`" for key in merge.keys)
+    updates = {column: f"s.`{column}`" for column in merge.updated}
+    (
+        existing.merge(reader, on, source_alias="s", target_alias="t", commit_properties=properties)
+        .when_matched_update(updates=updates)
+        .when_not_matched_insert_all()
+        .execute()
+    )
+
+
+def _version_of(table: Any, identity: TableIdentity) -> int:
+    """The table version whose commit carried ``identity`` (searched among the last
+    commits), else the table's latest: the version that holds the run's rows."""
+    for entry in table.history(limit=_HISTORY_SEARCHED):
+        if entry.get(IDENTITY_KEY) == identity.marker:
+            return int(entry["version"])
+    return int(table.version())
+
+
+def last_transaction(
+    table: str, app_id: str, storage_options: dict[str, str] | None = None
+) -> int | None:
+    """The highest version of ``app_id``'s app transaction in the table's log (None: no
+    table, or no commit of that application yet)."""
+    existing = _open(table, storage_options)
+    return None if existing is None else existing.transaction_version(app_id)
 
 
 def _open(table: str, storage_options: dict[str, str] | None) -> Any:
@@ -175,7 +272,7 @@ def _add_actions(
     now = int(time.time() * 1000)
     actions = [
         AddAction(
-            path=entry["name"][len(root) + 1 :],
+            path=entry["name"][len(root) + 1 :],  # delta-rs encodes it for the log
             size=int(entry["size"]),
             partition_values={} if interval is None else {interval.column: interval.value},
             modification_time=now,

@@ -22,6 +22,7 @@ import json
 import re
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import fsspec
@@ -41,6 +42,33 @@ FENCED = (
     "fenced off: another run took over this namespace before this run published; the "
     "output still names the result it had"
 )
+
+
+@dataclass(frozen=True)
+class ParquetRun:
+    """One run's Parquet output, as the job drives it (the table output's counterpart is
+    ``table_publish.TableRun``): its run folder, the switch, the clean-up."""
+
+    output: str
+    staging: str
+
+    @property
+    def data(self) -> str:
+        return f"{self.staging}/data"
+
+    @property
+    def dead_letters(self) -> str:
+        return f"{self.staging}/dead_letters"
+
+    def publish(self, summary: JobSummary, holds: Callable[[], bool]) -> JobSummary:
+        publish(self.staging, self.output, summary.to_json(), holds)
+        return summary
+
+    def set_aside(self, summary: dict[str, Any]) -> None:
+        set_aside(self.staging, self.output, summary)
+
+    def discard(self) -> None:
+        discard(self.staging)  # unless a summary names it (published, or set aside)
 
 
 def staging_for(output: str, run_id: str) -> str:
@@ -72,6 +100,12 @@ def publish(staging: str, output: str, summary: dict[str, Any], holds: Callable[
         _remove(rejected_for(output))
     current = None if records is None else basename(records)
     _remove_runs(output, keep={current, replaced})
+
+
+def write_summary(output: str, summary: dict[str, Any]) -> None:
+    """A table output's ``<output>/_SUMMARY.json``: the summary naming the table versions
+    the run committed, no run folder (readers read the table, not folders)."""
+    _point(output, summary, None)
 
 
 def set_aside(staging: str, output: str, summary: dict[str, Any]) -> None:
