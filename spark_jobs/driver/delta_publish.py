@@ -123,8 +123,11 @@ def commit_files(
         _commit_actions(
             table, existing, actions, schema, interval, mode, properties, storage_options
         )
-    version = _version_of(_open(table, storage_options), identity)
-    return TableCommit(table, version, committed=True, files=len(actions))
+    if existing is None:
+        existing = _open(table, storage_options)
+    else:
+        existing.update_incremental()  # reads only the commits after the one it had
+    return TableCommit(table, _version_of(existing, identity), committed=True, files=len(actions))
 
 
 @dataclass(frozen=True)
@@ -215,11 +218,13 @@ def _merge(
 
 
 def _version_of(table: Any, identity: TableIdentity) -> int:
-    """The table version whose commit carried ``identity`` (searched among the last
-    commits), else the table's latest: the version that holds the run's rows."""
-    for entry in table.history(limit=_HISTORY_SEARCHED):
-        if entry.get(IDENTITY_KEY) == identity.marker:
-            return int(entry["version"])
+    """The table version whose commit carried ``identity`` (the latest commit, as a
+    rule: one read; else searched among the last ones), else the table's latest: the
+    version that holds the run's rows."""
+    for limit in (1, _HISTORY_SEARCHED):
+        for entry in table.history(limit=limit):
+            if entry.get(IDENTITY_KEY) == identity.marker:
+                return int(entry["version"])
     return int(table.version())
 
 
@@ -233,12 +238,15 @@ def last_transaction(
 
 
 def _open(table: str, storage_options: dict[str, str] | None) -> Any:
-    """The Delta table at ``table``, or None when no table is there yet."""
+    """The Delta table at ``table``, or None when no table is there yet (one load of
+    its log: asking first whether it is one would load it twice)."""
     from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
 
-    if not DeltaTable.is_deltatable(table, storage_options=storage_options):
+    try:
+        return DeltaTable(table, storage_options=storage_options)
+    except TableNotFoundError:
         return None
-    return DeltaTable(table, storage_options=storage_options)
 
 
 def _add_actions(

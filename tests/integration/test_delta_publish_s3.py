@@ -1,44 +1,90 @@
-"""Publishing into a Delta table on S3 semantics (a moto server on loopback): one commit
-per publish, a retry after the commit landed and a zombie beside it commit nothing, and
-delta-rs and Polars read every record once. delta-rs and s3fs both take the endpoint and
-credentials from the standard AWS environment variables. moto runs in a process of its own:
-served from a thread of the test's process it never answers delta-rs once s3fs has run
-there (delta-rs's list request times out after 180 s)."""
+"""Publishing into Delta tables on S3 semantics (a moto server on loopback), through the
+job's publish step with the snapshot namespace on S3 too: a kill at each step of the
+publish then a retry commits the run once, a zombie beside it nothing, the write modes and
+both dead-letter layouts; delta-rs and Polars read every record once. A publish costs the
+same number of storage requests whatever the number of files the run wrote.
+
+delta-rs and s3fs both take the endpoint and credentials from the standard AWS
+environment variables. moto runs in a process of its own: served from a thread of the
+test's process it never answers delta-rs once s3fs has run there (delta-rs's list request
+times out after 180 s). moto's recorder counts the requests it serves: delta-rs's own
+client is not fsspec, so the counting filesystem of ``benchmarks/storage_requests.py``
+cannot see them, the server sees every request of both."""
 
 from __future__ import annotations
 
+import json
+import os
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
+from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
 import boto3
 import polars as pl
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import s3fs
-from deltalake import DeltaTable
 
-from spark_jobs.driver.delta_publish import TableIdentity, commit_files
-from spark_jobs.driver.publish import staging_for
+from spark_jobs.driver.table_publish import dead_letter_table
+from spark_jobs.snapshots import SnapshotStore
+from tests.table_support import (
+    KEY,
+    KILL_POINTS,
+    Killed,
+    dead,
+    enriched,
+    ids_in,
+    publish_try,
+    run_commits,
+    spec_for,
+    staged,
+)
 
-IDENTITY = TableIdentity("dag/enrich/2026-12-01", 1)
 
+@dataclass(frozen=True)
+class MotoServer:
+    url: str
+    recording: Path
 
-def always() -> bool:
-    return True
+    def reset(self) -> None:
+        self._post("reset-recording")
+
+    def requests(self) -> Counter[str]:
+        """The requests served since :meth:`reset`, by method and kind (LIST: a bucket
+        listing)."""
+        kinds: Counter[str] = Counter()
+        for line in self.recording.read_text().splitlines():
+            entry = json.loads(line)
+            listing = "list-type=" in entry["url"] or "delimiter=" in entry["url"]
+            kinds["LIST" if entry["method"] == "GET" and listing else entry["method"]] += 1
+        return kinds
+
+    def _post(self, action: str) -> None:
+        request = urllib.request.Request(f"{self.url}/moto-api/recorder/{action}", method="POST")
+        urllib.request.urlopen(request, timeout=10).close()
 
 
 @pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
+def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    recording = tmp_path_factory.mktemp("moto") / "requests.jsonl"
+    recording.touch()
+    environment = {"MOTO_ENABLE_RECORDING": "true", "MOTO_RECORDER_FILEPATH": str(recording)}
     command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **environment},
+    )
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -48,16 +94,16 @@ def endpoint() -> Iterator[str]:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}"
+    yield MotoServer(f"http://127.0.0.1:{port}", recording)
     s3fs.S3FileSystem.clear_instance_cache()
     server.terminate()
     server.wait()
 
 
 @pytest.fixture
-def table(endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
+def bucket(moto: MotoServer, monkeypatch: pytest.MonkeyPatch) -> str:
     for name, value in {
-        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ENDPOINT_URL": moto.url,
         "AWS_ACCESS_KEY_ID": "AKIDDELTATEST",
         "AWS_SECRET_ACCESS_KEY": "delta-test-secret",
         "AWS_REGION": "us-east-1",
@@ -66,31 +112,79 @@ def table(endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
     }.items():
         monkeypatch.setenv(name, value)
     s3fs.S3FileSystem.clear_instance_cache()
-    bucket = f"tables-{uuid.uuid4().hex[:12]}"
-    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=bucket)
-    return f"s3://{bucket}/customers"
+    name = f"tables-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3", endpoint_url=moto.url).create_bucket(Bucket=name)
+    return f"s3://{name}"
 
 
-def spark_write(table: str, run_id: str, ids: range, files: int = 3) -> str:
-    """A run's Parquet files in its own run folder inside the table's folder, on S3."""
-    fs = s3fs.S3FileSystem()
-    data = f"{staging_for(table, run_id)}/data"
-    rows = list(ids)
-    for part in range(files):
-        chunk = rows[part::files]
-        with fs.open(f"{data}/part-{part:05d}.parquet", "wb") as handle:
-            pq.write_table(pa.table({"id": chunk}), handle)
-    fs.pipe_file(f"{data}/_SUCCESS", b"")
-    return data
+def always() -> bool:
+    return True
 
 
-def test_a_retry_and_a_zombie_after_the_commit_commit_nothing_on_s3(table: str) -> None:
-    first = commit_files(table, spark_write(table, "try-1", range(10)), IDENTITY, always)
-    retry = commit_files(table, spark_write(table, "try-2", range(10)), IDENTITY, always)
-    zombie = commit_files(table, spark_write(table, "zombie", range(10)), IDENTITY, always)
-    assert (first.committed, retry.committed, zombie.committed) == (True, False, False)
-    delta = DeltaTable(table)
-    assert len(delta.history()) == 1
-    assert delta.transaction_version(IDENTITY.app_id) == 1
-    assert sorted(pl.from_arrow(delta.to_pyarrow_table())["id"].to_list()) == list(range(10))
-    assert sorted(pl.read_delta(table)["id"].to_list()) == list(range(10))
+@pytest.mark.parametrize("kill", list(KILL_POINTS))
+def test_a_kill_at_each_publish_step_on_s3_then_a_retry_commits_once(
+    bucket: str, monkeypatch: pytest.MonkeyPatch, kill: str
+) -> None:
+    spec = spec_for(bucket)
+    with monkeypatch.context() as patch:
+        KILL_POINTS[kill](patch)
+        with pytest.raises(Killed):
+            publish_try(staged(spec, enriched(range(10)), dead(range(2))), 12, always)
+    retry = publish_try(staged(spec, enriched(range(10)), dead(range(2))), 12, always)
+    zombie = publish_try(staged(spec, enriched(range(10)), dead(range(2))), 12, always)
+    assert retry.table is not None and zombie.table is not None
+    assert not zombie.table.data.committed and not zombie.table.dead_letters.committed
+    assert ids_in(spec.output) == [f"k{i:03d}" for i in range(10)]
+    assert ids_in(dead_letter_table(spec.output)) == ["d000", "d001"]
+    assert len(run_commits(spec.output)) == 1 == len(run_commits(dead_letter_table(spec.output)))
+
+
+def test_replace_merge_and_inline_dead_letters_on_s3(bucket: str) -> None:
+    """A day replaced by its re-run, then merged by key with inline dead letters: only
+    the enriched and outcome columns of present keys change."""
+    spec = spec_for(bucket, write_mode="replace-interval", dead_letter_layout="inline")
+    inline = [
+        {**row, "_status": "enriched", "_error": "", "_attempts": "1"} for row in enriched(range(4))
+    ]
+    publish_try(staged(spec, inline, []), 4, always)
+    store = SnapshotStore(spec.snapshot_dir)
+    store.discard(KEY)  # a Clear: a new publish of the day
+    again = [
+        {**row, "_status": "enriched", "_error": "", "_attempts": "1"}
+        for row in enriched(range(2), "r")
+    ]
+    publish_try(staged(spec, again, []), 2, always)
+    assert ids_in(spec.output) == ["k000", "k001"]
+    store.discard(KEY)
+    merged = spec_for(bucket, write_mode="merge", dead_letter_layout="inline")
+    update = [
+        {**row, "_status": "dead_letter", "_error": "ServerError: 500", "_attempts": "5"}
+        for row in enriched(range(1, 3), "m", "9")
+    ]
+    publish_try(staged(merged, update, []), 2, always)
+    rows = pl.read_delta(spec.output).sort("id").select("id", "amount", "name", "_status").rows()
+    assert rows == [
+        ("k000", "1", "r0", "enriched"),
+        ("k001", "1", "m1", "dead_letter"),
+        ("k002", "9", "m2", "dead_letter"),
+    ]
+    assert len(run_commits(spec.output)) == 3
+
+
+def test_a_publish_costs_the_same_requests_whatever_the_number_of_files(
+    bucket: str, moto: MotoServer
+) -> None:
+    """The same publish into two tables at the same version, from a run of 3 files and
+    one of 60: the publish step (both tables' commits, the namespace's record, the
+    summary) serves the same requests."""
+    counts = {}
+    for files in (3, 60):
+        spec = spec_for(bucket, output=f"{bucket}/customers-{files}")
+        publish_try(staged(spec, enriched(range(120)), dead(range(2)), files=files), 122, always)
+        SnapshotStore(spec.snapshot_dir).discard(KEY)  # the next day's, or a Clear's
+        run = staged(spec, enriched(range(120)), dead(range(2)), files=files)
+        moto.reset()
+        publish_try(run, 122, always)
+        counts[files] = moto.requests()
+        print(f"publish of {files} files into a table at version 0: {dict(counts[files])}")
+    assert counts[3] == counts[60]

@@ -12,60 +12,28 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
-from spark_jobs.driver import delta_publish, table_publish
-from spark_jobs.driver.delta_publish import IDENTITY_KEY
+from spark_jobs.driver import table_publish
 from spark_jobs.driver.table_publish import TableRun, dead_letter_table, stage
 from spark_jobs.snapshots import LeaseError, NamespaceKey, SnapshotStore
 from spark_jobs.snapshots.contracts import JobSummary
 from spark_jobs.spec.job_spec import JobSpec
-
-DAY = "2026-12-01T00:00:00+00:00"
-KEY = NamespaceKey("dag", "enrich", DAY)
-
-
-class Killed(BaseException):
-    """The process died here (BaseException: no ``except Exception`` of ours sees it)."""
-
-
-def spec_for(tmp: Path, **options: Any) -> JobSpec:
-    values = {
-        "input": str(tmp / "in"),
-        "output": str(tmp / "customers"),
-        "key_column": "id",
-        "snapshot_dir": str(tmp / "snapshots"),
-        "url_template": "http://api/customers/{id}",
-        "response_fields": ["name=$.name"],
-        "output_format": "delta",
-        "dag_id": KEY.dag_id,
-        "task_id": KEY.task_id,
-        "interval_start": DAY,
-        **options,
-    }
-    return JobSpec.from_mapping(values, source="test")
-
-
-def spark_write(folder: str | None, rows: list[dict[str, Any]], files: int = 2) -> None:
-    """What the run's Spark write leaves in a staging folder: Parquet parts, _SUCCESS."""
-    assert folder is not None
-    Path(folder).mkdir(parents=True)
-    for part in range(files):
-        chunk = rows[part::files]
-        schema = pa.schema([(name, pa.string()) for name in rows[0]])
-        pq.write_table(pa.Table.from_pylist(chunk, schema), f"{folder}/part-{part:05d}.parquet")
-    (Path(folder) / "_SUCCESS").touch()
-
-
-def enriched(ids: range, name: str = "n", amount: str = "1") -> list[dict[str, Any]]:
-    return [{"id": f"k{i:03d}", "amount": amount, "name": f"{name}{i}"} for i in ids]
-
-
-def dead(ids: range) -> list[dict[str, Any]]:
-    return [{"id": f"d{i:03d}", "amount": "1", "error": "InvalidRowError: bad"} for i in ids]
+from tests.table_support import (
+    DAY,
+    KEY,
+    KILL_POINTS,
+    Killed,
+    dead,
+    enriched,
+    ids_in,
+    publish_try,
+    run_commits,
+    spark_write,
+    spec_for,
+    staged,
+)
 
 
 def a_try(
@@ -75,20 +43,7 @@ def a_try(
     holds: Callable[[], bool],
 ) -> JobSummary:
     """One try of the run's publish: Spark's write, then the driver's publish step."""
-    run = TableRun(spec, SnapshotStore(spec.snapshot_dir), KEY, stage(spec, "run"))
-    spark_write(run.data, rows)
-    if run.dead_letters is not None:
-        spark_write(run.dead_letters, failed, files=1)
-    summary = JobSummary(records_in=len(rows) + len(failed), enriched=len(rows), dead_letters=0)
-    try:
-        summary = run.publish(summary, holds)
-    except Killed:
-        raise  # the process is gone: nothing of it cleans up
-    except BaseException:
-        run.discard()  # as the job does (finally)
-        raise
-    run.discard()
-    return summary
+    return publish_try(staged(spec, rows, failed, files=2), len(rows) + len(failed), holds)
 
 
 def always() -> bool:
@@ -99,47 +54,11 @@ def never() -> bool:
     return False
 
 
-def run_commits(table: str) -> list[dict[str, Any]]:
-    """The table's commits that carried a run identity of this namespace."""
-    return [
-        c for c in DeltaTable(table).history() if str(c.get(IDENTITY_KEY, "")).startswith("dag/")
-    ]
-
-
-def ids_in(table: str) -> list[str]:
-    return sorted(pl.read_delta(table)["id"].to_list())
-
-
-def die_before(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> None:
-    def killed(*_: Any, **__: Any) -> Any:
-        raise Killed(name)
-
-    monkeypatch.setattr(module, name, killed)
-
-
-def die_after(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> None:
-    real = getattr(module, name)
-
-    def killed(*args: Any, **kwargs: Any) -> Any:
-        real(*args, **kwargs)
-        raise Killed(name)
-
-    monkeypatch.setattr(module, name, killed)
-
-
-KILL_POINTS = {
-    "data files written": lambda mp: die_before(mp, TableRun, "publish"),
-    "commit sent": lambda mp: die_before(mp, delta_publish, "_commit_actions"),
-    "commit answered": lambda mp: die_before(mp, table_publish, "write_summary"),
-    "summary written": lambda mp: die_after(mp, table_publish, "write_summary"),
-}
-
-
 @pytest.mark.parametrize("kill", list(KILL_POINTS))
 def test_a_kill_at_each_publish_step_then_a_retry_commits_the_run_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kill: str
 ) -> None:
-    spec = spec_for(tmp_path)
+    spec = spec_for(str(tmp_path))
     with monkeypatch.context() as patch:
         KILL_POINTS[kill](patch)
         with pytest.raises(Killed):
@@ -163,7 +82,7 @@ def test_a_failure_after_the_commit_was_sent_keeps_the_files_it_may_name(
 ) -> None:
     """The summary's write fails after the commits landed: the job's clean-up leaves the
     committed files, so the table stays readable, and the retry commits nothing."""
-    spec = spec_for(tmp_path)
+    spec = spec_for(str(tmp_path))
 
     def storage_down(*_: Any) -> None:
         raise OSError("storage unreachable")
@@ -182,7 +101,7 @@ def test_a_zombie_beside_the_retry_commits_nothing(tmp_path: Path) -> None:
     """The zombie try of the same run, once the retry committed: fenced off, its lease
     check stops it before its summary; not yet fenced, the table's log holds the run's
     identity and it commits nothing."""
-    spec = spec_for(tmp_path)
+    spec = spec_for(str(tmp_path))
     a_try(spec, enriched(range(10)), dead(range(2)), always)
     with pytest.raises(LeaseError, match="fenced off"):
         a_try(spec, enriched(range(10)), dead(range(2)), never)
@@ -193,7 +112,7 @@ def test_a_zombie_beside_the_retry_commits_nothing(tmp_path: Path) -> None:
 
 
 def test_a_fenced_run_fixes_no_publish_sequence(tmp_path: Path) -> None:
-    spec = spec_for(tmp_path)
+    spec = spec_for(str(tmp_path))
     with pytest.raises(LeaseError, match="fenced off"):
         a_try(spec, enriched(range(3)), dead(range(1)), never)
     assert SnapshotStore(spec.snapshot_dir).table_publish(KEY) is None
@@ -203,13 +122,13 @@ def test_a_fenced_run_fixes_no_publish_sequence(tmp_path: Path) -> None:
 def test_a_fresh_publish_of_the_interval_replaces_its_rows(tmp_path: Path) -> None:
     """A Clear after success (the namespace discarded): a new publish sequence, one new
     commit; ``replace-interval`` leaves the re-run's rows, the other day's untouched."""
-    spec = spec_for(tmp_path, write_mode="replace-interval")
+    spec = spec_for(str(tmp_path), write_mode="replace-interval")
     a_try(spec, enriched(range(5)), dead(range(1)), always)
-    other = spec_for(tmp_path, write_mode="replace-interval", interval_start="2026-11-30")
+    other = spec_for(str(tmp_path), write_mode="replace-interval", interval_start="2026-11-30")
     store = SnapshotStore(spec.snapshot_dir)
     run = TableRun(other, store, NamespaceKey("dag", "enrich", "2026-11-30"), stage(other, "o"))
-    spark_write(run.data, enriched(range(100, 103)))
-    spark_write(run.dead_letters, dead(range(7, 8)), files=1)
+    spark_write(run.data, enriched(range(100, 103)), 2)
+    spark_write(run.dead_letters, dead(range(7, 8)), 1)
     run.publish(JobSummary(records_in=4, enriched=3, dead_letters=1), always)
     store.discard(KEY)
     rerun = a_try(spec, enriched(range(3), name="again"), dead(range(1)), always)
@@ -225,7 +144,7 @@ def test_a_fresh_publish_of_the_interval_replaces_its_rows(tmp_path: Path) -> No
 def test_merge_updates_only_the_enriched_columns_of_present_keys(tmp_path: Path) -> None:
     """Keys already in the table keep every input column as it was and get the run's
     enriched columns; new keys are added whole; one commit."""
-    spec = spec_for(tmp_path, write_mode="merge")
+    spec = spec_for(str(tmp_path), write_mode="merge")
     a_try(spec, enriched(range(3), name="old", amount="1"), dead(range(1)), always)
     SnapshotStore(spec.snapshot_dir).discard(KEY)
     a_try(spec, enriched(range(1, 5), name="new", amount="99"), dead(range(1)), always)
@@ -243,7 +162,7 @@ def test_merge_updates_only_the_enriched_columns_of_present_keys(tmp_path: Path)
 
 
 def test_inline_dead_letters_need_no_table_beside(tmp_path: Path) -> None:
-    spec = spec_for(tmp_path, dead_letter_layout="inline")
+    spec = spec_for(str(tmp_path), dead_letter_layout="inline")
     rows = [{**row, "_status": "enriched", "_error": None} for row in enriched(range(3))]
     summary = a_try(spec, rows, [], always)
     assert summary.table is not None and summary.table.dead_letters is None
