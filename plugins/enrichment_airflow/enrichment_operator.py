@@ -32,7 +32,9 @@ from enrichment_airflow.progress_reporter import reporting_progress
 from enrichment_airflow.run_outcome import fail_run, finish_run
 from enrichment_airflow.spark_master import spark_master
 from spark_jobs import defaults
+from spark_jobs.driver.current_result import summary_location
 from spark_jobs.driver.spark_logging import with_java_options
+from spark_jobs.snapshots import NamespaceKey
 from spark_jobs.snapshots.contracts import JobSummary
 
 ENRICH_JOB = str(Path(spark_jobs.__file__).parent / "enrich_job.py")
@@ -231,6 +233,11 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         self.spark_log_level = spark_log_level
         self.summary = JobSummary(records_in=0, enriched=0, dead_letters=0)  # finish_run sets it
         self.api_url = ""
+
+    def summary_location(self, key: NamespaceKey) -> str:
+        """Where the job writes this task's summary: the output, or for a table the
+        folder of the task's interval partition."""
+        return summary_location(self.output_path, self.output_format, key.interval_start)
 
     def _refuse_bad_arguments(self, url_path: str) -> None:
         if self.application_args:  # also from default_args: it would be replaced silently

@@ -13,6 +13,9 @@ Readers resolve it once and read what it names (Spark, pandas, pyarrow alike)::
     pandas.read_parquet(current_data_path("s3://bucket/out"))
     pyarrow.parquet.read_table(current_dead_letters_path("/data/out"))
 
+A table output (``--output-format delta``) is read as a table; its summary (the versions
+the run committed) sits in the run's interval partition (:func:`summary_location`).
+
 Only fsspec and the standard library: a reader needs neither Spark nor the job.
 """
 
@@ -22,8 +25,11 @@ import json
 import posixpath
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import fsspec
+
+from spark_jobs.defaults import INTERVAL_COLUMN
 
 SUMMARY = "_SUMMARY.json"
 #: The summary's key naming the run folder; absent in outputs published before run
@@ -84,6 +90,24 @@ def read_result(location: str, **storage_options: Any) -> PublishedResult:
     relative = summary[RESULT]
     folder = None if relative is None else resolve(location, relative)
     return PublishedResult(location.rstrip("/"), folder, summary)
+
+
+def summary_location(
+    output: str, output_format: str, interval_start: str, interval_column: str = INTERVAL_COLUMN
+) -> str:
+    """Where a run's ``_SUMMARY.json`` is: the output's folder, or for a table output the
+    folder of the run's interval partition (each interval's publish its own, however many
+    publish into the table at once; hidden from table readers by its ``_``)."""
+    if output_format == "parquet":
+        return output.rstrip("/")
+    return interval_folder(output, interval_column, interval_start)
+
+
+def interval_folder(table: str, column: str, value: str) -> str:
+    """``<table>/<column>=<value>``, the value percent-encoded as delta-rs encodes a
+    partition folder (``2026-12-01T00%3A00%3A00%2B00%3A00``): the layout Delta writers
+    use and engines that read partition values from paths (Polars) need."""
+    return f"{table.rstrip('/')}/{column}={quote(value, safe='')}"
 
 
 def current_data_path(output: str, **storage_options: Any) -> str:

@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 import fsspec
 import pyarrow as pa
@@ -30,6 +29,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from spark_jobs.defaults import WriteMode
+from spark_jobs.driver.current_result import interval_folder
 from spark_jobs.driver.publish import FENCED
 from spark_jobs.snapshots import LeaseError
 
@@ -73,12 +73,10 @@ class TableCommit:
 
 def run_folder_root(table: str, interval: DataInterval | None) -> str:
     """Where a run's folders go inside the table's folder: with an interval, in its
-    partition's folder (``<table>/<column>=<value>``), as Delta writers lay them out and
-    as engines that read partition values from paths (Polars) need them. The value is
-    percent-encoded there as delta-rs encodes it (``2026-12-01T00%3A00%3A00%2B00%3A00``)."""
+    partition's folder (:func:`~spark_jobs.driver.current_result.interval_folder`)."""
     if interval is None:
         return table.rstrip("/")
-    return f"{table.rstrip('/')}/{interval.column}={quote(interval.value, safe='')}"
+    return interval_folder(table, interval.column, interval.value)
 
 
 def commit_files(

@@ -102,10 +102,10 @@ def publish(staging: str, output: str, summary: dict[str, Any], holds: Callable[
     _remove_runs(output, keep={current, replaced})
 
 
-def write_summary(output: str, summary: dict[str, Any]) -> None:
-    """A table output's ``<output>/_SUMMARY.json``: the summary naming the table versions
-    the run committed, no run folder (readers read the table, not folders)."""
-    _point(output, summary, None)
+def write_summary(location: str, summary: dict[str, Any]) -> None:
+    """A table output's ``_SUMMARY.json`` at ``location``: the summary naming the table
+    versions the run committed, no run folder (readers read the table, not folders)."""
+    _point(location, summary, None)
 
 
 def set_aside(staging: str, output: str, summary: dict[str, Any]) -> None:

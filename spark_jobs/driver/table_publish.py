@@ -10,7 +10,8 @@ the same publish (after a kill at any step, or a zombie beside the retry) commit
 same identity, and the table's log says whether it landed: nothing is committed twice.
 
 The dead-letter table (``<output>_dead_letters``) commits first, the data table second,
-``<output>/_SUMMARY.json`` naming both versions last; the completion record the job then
+the summary naming both versions last (in the interval's partition folder,
+``current_result.summary_location``); the completion record the job then
 writes makes a retry after success a no-op without reading the tables. A fresh start
 (``--resume never``, a discard) clears the namespace: its publish is a new one.
 """
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from spark_jobs.defaults import DEAD_LETTER_TABLE_SUFFIX
+from spark_jobs.driver.current_result import summary_location
 from spark_jobs.driver.delta_publish import (
     DataInterval,
     MergeKeys,
@@ -90,9 +92,13 @@ class TableRun:
         """Commit the staged run to its tables once, then write the summary naming the
         versions; returns it. A run stopped by its budget commits nothing (partial rows
         are no result); a run fenced off raises :class:`LeaseError`."""
-        if summary.budget is not None:
-            return summary
         spec, output = self.spec, self.spec.output
+        location = summary_location(
+            output, spec.output_format, spec.interval_start, spec.interval_column
+        )
+        if summary.budget is not None:
+            write_summary(location, summary.to_json())  # what the next try resumes
+            return summary
         tables = [output] if self.dead_letters is None else [dead_letter_table(output), output]
         app_id = f"{self.key.dag_id}/{self.key.task_id}/{self.key.interval_start}"
         identity = TableIdentity(app_id, _sequence(self.store, self.key, tables, app_id, holds))
@@ -105,7 +111,7 @@ class TableRun:
         )
         if not holds():
             raise LeaseError(FENCED)
-        write_summary(output, summary.to_json())
+        write_summary(location, summary.to_json())
         return summary
 
     def set_aside(self, summary: dict[str, Any]) -> None:

@@ -264,9 +264,15 @@ class JobSummary:
         return value if isinstance(value, str) else None
 
     def describe_completed(self) -> str:
-        """``completed: 12 000 of 12 000 records (3 dead letters)``: the snapshot page."""
+        """``completed: 12 000 of 12 000 records (3 dead letters)``: the snapshot page;
+        a table output's adds the version holding the rows (``, in delta table
+        s3://lake/customers version 7``)."""
         done, total = format_count(self.records_done), format_count(self.records_in)
-        return f"completed: {done} of {total} records ({self._dead()})"
+        text = f"completed: {done} of {total} records ({self._dead()})"
+        if self.table is None:
+            return text
+        data = self.table.data
+        return f"{text}, in {self.table.format} table {data.uri} version {data.version}"
 
     def describe_published(self) -> str:
         """``12 000 / 12 000 done (3 dead letters), output published``: the Airflow
