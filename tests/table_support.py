@@ -48,11 +48,13 @@ def die_after(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> None:
 
 #: The steps of a publish, each as the place the process dies: before the driver's
 #: publish step (Spark's files written), before the first commit reaches the log (the
-#: sequence fixed: the commit sent, never landed), after the commits landed (answered,
-#: no summary yet), after the summary (no completion record yet).
+#: sequence fixed: the commit sent, never landed), between the dead-letter table's commit
+#: and the data table's, after the commits landed (answered, no summary yet), after the
+#: summary (no completion record yet).
 KILL_POINTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
     "data files written": lambda mp: die_before(mp, TableRun, "publish"),
     "commit sent": lambda mp: die_before(mp, delta_publish, "_commit_actions"),
+    "one of two tables committed": lambda mp: die_after(mp, delta_publish, "_commit_actions"),
     "commit answered": lambda mp: die_before(mp, table_publish, "write_summary"),
     "summary written": lambda mp: die_after(mp, table_publish, "write_summary"),
 }

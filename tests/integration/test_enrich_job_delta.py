@@ -16,7 +16,7 @@ import pytest
 from deltalake import DeltaTable
 
 from demo.stack import demo_api
-from spark_jobs.driver.current_result import read_result
+from spark_jobs.driver.current_result import read_result, summary_location
 from spark_jobs.driver.delta_publish import IDENTITY_KEY
 
 from .job_support import ROOT, job_args, run_job, write_input
@@ -59,7 +59,7 @@ def test_a_delta_run_is_one_commit_and_a_retry_after_success_adds_none(tmp_path:
     assert DeltaTable(str(table)).to_pyarrow_table().num_rows == len(IDS)
     assert pl.read_delta(str(dead))["error"].to_list()[0].startswith("InvalidRowError: ")
     assert len(run_commits(table)) == 1 and len(run_commits(dead)) == 1
-    summary = read_result(str(table)).summary
+    summary = read_result(summary_location(str(table), "delta", DAY)).summary
     assert summary["table"]["data"] == {"uri": str(table), "version": 0, "committed": True}
     assert summary["table"]["identity"] == f"manual/enrich/{DAY}@1"
 
@@ -76,7 +76,8 @@ def test_a_run_killed_after_its_commit_landed_is_retried_into_that_commit(tmp_pa
             timeout=300,
         )
         assert killed.returncode == 137, killed.stdout[-3000:] + killed.stderr[-3000:]
-        assert not (tmp_path / "out" / "_SUMMARY.json").exists()
+        folder = Path(summary_location(str(tmp_path / "out"), "delta", DAY))
+        assert folder.is_dir() and not (folder / "_SUMMARY.json").exists()
         calls = sum(api.calls_per_key().values())
         code, log = run_job(args)
         assert code == 0, log[-3000:]
@@ -85,7 +86,7 @@ def test_a_run_killed_after_its_commit_landed_is_retried_into_that_commit(tmp_pa
     assert sorted(pl.read_delta(str(table))["id"].to_list()) == IDS
     assert len(run_commits(table)) == 1
     assert len(run_commits(tmp_path / "out_dead_letters")) == 1
-    published = read_result(str(table)).summary["table"]["data"]
+    published = read_result(summary_location(str(table), "delta", DAY)).summary["table"]["data"]
     assert published == {"uri": str(table), "version": 0, "committed": False}
 
 
