@@ -84,14 +84,15 @@ with DAG(
         "output_format": Param(
             defaults.OUTPUT_FORMAT,
             enum=list(defaults.OUTPUT_FORMATS),
-            description="parquet: the day's folder under output/; delta: one table for "
-            "every day (tables/customers, partitioned by the day), one commit per run",
+            description="parquet: the day's folder under output/; delta, iceberg: one "
+            "table for every day (tables/customers, partitioned by the day), one commit "
+            "per run",
         ),
         "write_mode": Param(
             defaults.WRITE_MODE,
             enum=list(defaults.WRITE_MODES),
             description="a table's: append; replace-interval (a re-run replaces its day); "
-            "merge (by id: the enriched columns updated)",
+            "merge (delta: by id, the enriched columns updated)",
         ),
         "retry_dead_letters": Param(
             None,

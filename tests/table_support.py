@@ -101,6 +101,19 @@ def staged(
     return run
 
 
+def killed_then_retried(
+    monkeypatch: pytest.MonkeyPatch,
+    kill: Callable[[pytest.MonkeyPatch], None],
+    one_try: Callable[[], JobSummary],
+) -> JobSummary:
+    """One try killed at ``kill``, then its retry (which it returns)."""
+    with monkeypatch.context() as patch:
+        kill(patch)
+        with pytest.raises(Killed):
+            one_try()
+    return one_try()
+
+
 def enriched(ids: range, name: str = "n", amount: str = "1") -> list[dict[str, Any]]:
     return [{"id": f"k{i:03d}", "amount": amount, "name": f"{name}{i}"} for i in ids]
 

@@ -75,12 +75,14 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         (templated).
     :param capacity: requests in flight per partition (templated).
     :param input_format: ``jsonl``, ``parquet`` or ``csv``.
-    :param output_format: ``parquet`` (default: run folders named by ``_SUMMARY.json``) or
-        ``delta``: ``output_path`` is then a Delta table, one commit per run carrying
-        the run's identity, partitioned by the data interval (templated).
+    :param output_format: ``parquet`` (default: run folders named by ``_SUMMARY.json``),
+        ``delta`` or ``iceberg``: ``output_path`` is then a table, one commit per run
+        carrying the run's identity, partitioned by the data interval; an Iceberg
+        catalog other than the embedded SQLite one goes in ``job_args``
+        (``--iceberg-catalog``) (templated).
     :param write_mode: how a run's rows join a table: ``append`` (default),
         ``replace-interval`` (a backfill or Clear re-runs its day without duplicating
-        it) or ``merge`` (by ``key_column``: the enriched columns of present keys
+        it) or ``merge`` (Delta: by ``key_column``, the enriched columns of present keys
         updated) (templated).
     :param dead_letter_layout: a table's dead letters: ``table`` (default, beside it as
         ``<output_path>_dead_letters``) or ``inline`` (``_status``, ``_error``,

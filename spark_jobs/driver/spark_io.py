@@ -103,6 +103,8 @@ def write_outputs(
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
+    if spec.output_format == "iceberg":  # Iceberg keeps partition values in the files only
+        enriched = enriched.withColumn(spec.interval_column, F.lit(spec.interval_start))
     cached = enriched.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         failed = F.col(ERROR_COLUMN).isNotNull()

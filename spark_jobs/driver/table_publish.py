@@ -20,16 +20,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
-from spark_jobs.defaults import DEAD_LETTER_TABLE_SUFFIX
+from spark_jobs.defaults import DEAD_LETTER_TABLE_SUFFIX, WriteMode
+from spark_jobs.driver import delta_publish, iceberg_publish
 from spark_jobs.driver.current_result import summary_location
 from spark_jobs.driver.delta_publish import (
     DataInterval,
     MergeKeys,
+    TableCommit,
     TableIdentity,
-    commit_files,
-    last_transaction,
     run_folder_root,
 )
 from spark_jobs.driver.publish import FENCED, discard, staging_for, write_summary
@@ -101,7 +101,9 @@ class TableRun:
             return summary
         tables = [output] if self.dead_letters is None else [dead_letter_table(output), output]
         app_id = f"{self.key.dag_id}/{self.key.task_id}/{self.key.interval_start}"
-        identity = TableIdentity(app_id, _sequence(self.store, self.key, tables, app_id, holds))
+        identity = TableIdentity(
+            app_id, _sequence(spec, self.store, self.key, tables, app_id, holds)
+        )
         dead = None
         if self.dead_letters is not None:
             dead = self._commit(tables[0], self.dead_letters, identity, holds, merge=None)
@@ -136,15 +138,15 @@ class TableRun:
             else "append"
         )
         self.unreferenced.discard(folder)  # from here on the log may name its files
-        done = commit_files(
-            table, folder, identity, holds, interval=_interval(self.spec), mode=mode, merge=merge
-        )
+        staged = StagedCommit(table, folder, identity, mode, merge)
+        done = table_format(self.spec).commit(staged, holds)
         if done.files == 0:  # found committed before, or merged (delta-rs wrote its own)
             self.unreferenced.add(folder)
-        return TableVersion(done.table, done.table_version, done.committed)
+        return TableVersion(table, done.table_version, done.committed)
 
 
 def _sequence(
+    spec: JobSpec,
     store: SnapshotStore,
     key: NamespaceKey,
     tables: list[str],
@@ -157,11 +159,89 @@ def _sequence(
     fixed = store.table_publish(key)
     if fixed is not None:
         return fixed
-    sequence = 1 + max(last_transaction(table, app_id) or 0 for table in tables)
+    found = table_format(spec).last_transaction
+    sequence = 1 + max(found(table, app_id) or 0 for table in tables)
     if not holds():
         raise LeaseError(FENCED)
     store.write_table_publish(key, sequence)
     return sequence
+
+
+@dataclass(frozen=True)
+class StagedCommit:
+    """One table's commit of a run's staged files: what every format is asked."""
+
+    table: str
+    folder: str
+    identity: TableIdentity
+    mode: WriteMode
+    merge: MergeKeys | None
+
+
+class TableFormat(Protocol):
+    """What publishing needs of a table format: the last publish sequence an app id
+    committed, and one commit of a run's staged files carrying its identity."""
+
+    def last_transaction(self, table: str, app_id: str) -> int | None: ...
+
+    def commit(self, staged: StagedCommit, holds: Callable[[], bool]) -> TableCommit: ...
+
+
+@dataclass(frozen=True)
+class DeltaFormat:
+    """Delta Lake through delta-rs (``delta_publish.py``): the table is its location."""
+
+    interval: DataInterval
+
+    def last_transaction(self, table: str, app_id: str) -> int | None:
+        return delta_publish.last_transaction(table, app_id)
+
+    def commit(self, staged: StagedCommit, holds: Callable[[], bool]) -> TableCommit:
+        return delta_publish.commit_files(
+            staged.table,
+            staged.folder,
+            staged.identity,
+            holds,
+            interval=self.interval,
+            mode=staged.mode,
+            merge=staged.merge,
+        )
+
+
+@dataclass(frozen=True)
+class IcebergFormat:
+    """Apache Iceberg through pyiceberg (``iceberg_publish.py``): a table location names
+    a table of the configured catalog (the data table's identifier, or it with the
+    dead-letter suffix)."""
+
+    spec: JobSpec
+
+    def last_transaction(self, table: str, app_id: str) -> int | None:
+        return iceberg_publish.last_transaction(self._table(table), app_id)
+
+    def commit(self, staged: StagedCommit, holds: Callable[[], bool]) -> TableCommit:
+        table, interval = self._table(staged.table), _interval(self.spec)
+        return iceberg_publish.commit_files(
+            table, staged.folder, staged.identity, holds, interval=interval, mode=staged.mode
+        )
+
+    def _table(self, location: str) -> iceberg_publish.IcebergTable:
+        spec = self.spec
+        name = spec.iceberg_table or f"{iceberg_publish.NAMESPACE}.{_basename(spec.output)}"
+        if location != spec.output:
+            name += DEAD_LETTER_TABLE_SUFFIX
+        catalog = spec.iceberg_catalog or iceberg_publish.default_catalog(spec.output)
+        return iceberg_publish.IcebergTable(location, name, catalog)
+
+
+def table_format(spec: JobSpec) -> TableFormat:
+    if spec.output_format == "iceberg":
+        return IcebergFormat(spec)
+    return DeltaFormat(_interval(spec))
+
+
+def _basename(location: str) -> str:
+    return location.rstrip("/").rsplit("/", 1)[-1]
 
 
 def _merge_keys(spec: JobSpec) -> MergeKeys | None:

@@ -99,7 +99,7 @@ def _add_data_options(add: _Options) -> None:
     add(
         "--output-format",
         choices=OUTPUT_FORMATS,
-        help="parquet (run folders named by _SUMMARY.json) or a table: delta",
+        help="parquet (run folders named by _SUMMARY.json) or a table: delta, iceberg",
     )
     add(
         "--write-mode",
@@ -114,6 +114,14 @@ def _add_data_options(add: _Options) -> None:
         "inline (_status, _error, _attempts columns)",
     )
     add("--interval-column", help="a table's partition column holding --interval-start")
+    add("--iceberg-table", help="an Iceberg output's identifier, namespace.table")
+    add(
+        "--iceberg-catalog",
+        action="append",
+        metavar="KEY=VALUE",
+        help="an Iceberg output's catalog property for pyiceberg (repeatable; default: a "
+        "SQLite catalog beside a local table; secrets in PYICEBERG_CATALOG__ENRICHMENT__*)",
+    )
     add("--key-column", help="record key, one column or several (a,b): partitioning, sorting")
     add("--event-time-column", help="event time column: enables watermarks")
     add("--max-out-of-orderness", type=float, help="seconds of event-time disorder")

@@ -141,6 +141,13 @@ class JobSpec:
     """A table output's dead letters: a table beside it, or inline columns."""
     interval_column: str = defaults.INTERVAL_COLUMN
     """A table output's partition column, holding ``interval_start``."""
+    iceberg_table: str | None = None
+    """An Iceberg output's identifier in its catalog (``namespace.table``); None:
+    ``enrichment.<the output folder's name>``."""
+    iceberg_catalog: dict[str, str] = field(default_factory=dict)
+    """An Iceberg output's catalog, as pyiceberg properties (``type: rest``, ``uri``...;
+    secrets in ``PYICEBERG_CATALOG__ENRICHMENT__*`` variables, never here); empty: an
+    embedded SQL catalog in ``<output>.catalog.db`` (SQLite) beside a local table."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "input_options", check_input_options(self.input_options))

@@ -4,8 +4,7 @@ Spark starts.
 A Parquet output is replaced whole by each run (``driver/publish.py``): write modes and
 inline dead letters mean nothing there, so they are refused rather than ignored. A table
 output (``driver/table_publish.py``) is added to in one commit per run; its dead letters
-go to a table of their own or inline. Iceberg is named so that a spec written for it
-fails saying so, until its publisher exists.
+go to a table of their own or inline. Merge is built for Delta only.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ from spark_jobs.defaults import (
 from spark_jobs.spec.option_values import check
 
 _COLUMN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 STATUS_COLUMN = "_status"
 ENRICHED, DEAD_LETTER = "enriched", "dead_letter"
 """The values of an inline outcome's ``_status``: never null, so never an all-null column."""
@@ -42,6 +42,8 @@ class OutputOptions(Protocol):
     def interval_column(self) -> str: ...
     @property
     def retry_dead_letters(self) -> str | None: ...
+    @property
+    def iceberg_table(self) -> str | None: ...
 
 
 def check_output_options(spec: OutputOptions) -> None:
@@ -53,11 +55,6 @@ def check_output_options(spec: OutputOptions) -> None:
     ):
         value = getattr(spec, name)
         check(value in choices, name, f"must be one of {', '.join(choices)}, got {value!r}")
-    check(
-        spec.output_format != "iceberg",
-        "output_format",
-        "iceberg is not built yet (issue 44): use delta or parquet",
-    )
     if spec.output_format == "parquet":
         for name, default in (
             ("write_mode", WRITE_MODE),
@@ -66,7 +63,7 @@ def check_output_options(spec: OutputOptions) -> None:
             check(
                 getattr(spec, name) == default,
                 name,
-                "applies to a table output (--output-format delta); a Parquet output is "
+                "applies to a table output (--output-format delta or iceberg); a Parquet output is "
                 "replaced whole by each run, its dead letters in dead_letters/",
             )
         return
@@ -75,6 +72,17 @@ def check_output_options(spec: OutputOptions) -> None:
         "interval_column",
         f"must be a column name (letters, digits, _), got {spec.interval_column!r}",
     )
+    check(
+        spec.output_format != "iceberg" or spec.write_mode != "merge",
+        "write_mode",
+        "merge is built for delta only; an Iceberg table takes append or replace-interval",
+    )
+    if spec.iceberg_table is not None:
+        check(
+            bool(_IDENTIFIER.match(spec.iceberg_table)),
+            "iceberg_table",
+            f"must be namespace.table (letters, digits, _), got {spec.iceberg_table!r}",
+        )
     check(
         spec.retry_dead_letters is None,
         "retry_dead_letters",

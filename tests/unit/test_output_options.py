@@ -1,6 +1,6 @@
 """The output's options, refused before Spark starts when they are bad or do not fit the
-format: table options on a Parquet output, Iceberg (not built yet), a bad interval
-column, a dead-letter retry of a table. Parquet stays the default."""
+format: table options on a Parquet output, merge into Iceberg, a bad interval column or
+table identifier, a dead-letter retry of a table. Parquet stays the default."""
 
 from __future__ import annotations
 
@@ -46,15 +46,24 @@ def test_a_delta_output_takes_the_write_mode_and_dead_letter_layout(tmp_path):
     [
         (
             ["--write-mode", "merge"],
-            "--write-mode: applies to a table output (--output-format delta)",
+            "--write-mode: applies to a table output (--output-format delta or iceberg)",
         ),
         (
             ["--dead-letter-layout", "inline"],
-            "--dead-letter-layout: applies to a table output (--output-format delta)",
+            "--dead-letter-layout: applies to a table output (--output-format delta or iceberg)",
         ),
         (
-            ["--output-format", "iceberg"],
-            "--output-format: iceberg is not built yet (issue 44): use delta or parquet",
+            ["--output-format", "iceberg", "--write-mode", "merge"],
+            "--write-mode: merge is built for delta only; an Iceberg table takes append or "
+            "replace-interval",
+        ),
+        (
+            ["--output-format", "iceberg", "--iceberg-table", "customers"],
+            "--iceberg-table: must be namespace.table (letters, digits, _), got 'customers'",
+        ),
+        (
+            ["--output-format", "iceberg", "--iceberg-catalog", "type"],
+            "--iceberg-catalog: expected KEY=VALUE (e.g. type=rest)",
         ),
         (
             ["--output-format", "delta", "--interval-column", "day of year"],
@@ -75,6 +84,15 @@ def test_output_options_that_do_not_fit_are_refused_naming_the_option(tmp_path, 
     with pytest.raises(SpecError) as refused:
         parse_args(args(tmp_path, *flags))
     assert str(refused.value).startswith(message)
+
+
+def test_an_iceberg_catalog_is_its_pyiceberg_properties_flags_over_the_spec_file(tmp_path):
+    spec_file = tmp_path / "job.json"
+    spec_file.write_text('{"iceberg_catalog": {"type": "rest", "uri": "http://old"}}')
+    flags = ["--output-format", "iceberg", "--iceberg-catalog", "uri=http://catalog:8181"]
+    spec = parse_args(args(tmp_path, "--spec", str(spec_file), *flags, "--iceberg-table", "a.b"))
+    assert spec.iceberg_catalog == {"type": "rest", "uri": "http://catalog:8181"}
+    assert spec.iceberg_table == "a.b"
 
 
 def test_a_spec_file_with_an_unknown_write_mode_is_refused(tmp_path):

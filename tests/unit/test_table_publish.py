@@ -8,6 +8,7 @@ the process dying at that step: the step's function raises instead of returning.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +25,10 @@ from tests.table_support import (
     DAY,
     KEY,
     KILL_POINTS,
-    Killed,
     dead,
     enriched,
     ids_in,
+    killed_then_retried,
     publish_try,
     run_commits,
     spark_write,
@@ -59,11 +60,8 @@ def test_a_kill_at_each_publish_step_then_a_retry_commits_the_run_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kill: str
 ) -> None:
     spec = spec_for(str(tmp_path))
-    with monkeypatch.context() as patch:
-        KILL_POINTS[kill](patch)
-        with pytest.raises(Killed):
-            a_try(spec, enriched(range(10)), dead(range(2)), always)
-    retry = a_try(spec, enriched(range(10)), dead(range(2)), always)
+    one_try = partial(a_try, spec, enriched(range(10)), dead(range(2)), always)
+    retry = killed_then_retried(monkeypatch, KILL_POINTS[kill], one_try)
     assert retry.table is not None
     for table, ids in ((spec.output, 10), (dead_letter_table(spec.output), 2)):
         assert len(ids_in(table)) == ids == len(set(ids_in(table)))

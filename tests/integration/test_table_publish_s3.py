@@ -1,4 +1,4 @@
-"""Publishing into Delta tables on S3 semantics (a moto server on loopback), through the
+"""Publishing into Delta and Iceberg tables on S3 semantics (a moto server on loopback), through the
 job's publish step with the snapshot namespace on S3 too: a kill at each step of the
 publish then a retry commits the run once, a zombie beside it nothing, the write modes and
 both dead-letter layouts; delta-rs and Polars read every record once. A publish costs the
@@ -30,16 +30,22 @@ import boto3
 import polars as pl
 import pytest
 import s3fs
+from pyiceberg.catalog import load_catalog
 
+from spark_jobs.driver import iceberg_publish, table_publish
 from spark_jobs.driver.table_publish import dead_letter_table
 from spark_jobs.snapshots import SnapshotStore
+from spark_jobs.snapshots.contracts import JobSummary
 from tests.table_support import (
+    DAY,
     KEY,
     KILL_POINTS,
-    Killed,
     dead,
+    die_after,
+    die_before,
     enriched,
     ids_in,
+    killed_then_retried,
     publish_try,
     run_commits,
     spec_for,
@@ -126,12 +132,12 @@ def test_a_kill_at_each_publish_step_on_s3_then_a_retry_commits_once(
     bucket: str, monkeypatch: pytest.MonkeyPatch, kill: str
 ) -> None:
     spec = spec_for(bucket)
-    with monkeypatch.context() as patch:
-        KILL_POINTS[kill](patch)
-        with pytest.raises(Killed):
-            publish_try(staged(spec, enriched(range(10)), dead(range(2))), 12, always)
-    retry = publish_try(staged(spec, enriched(range(10)), dead(range(2))), 12, always)
-    zombie = publish_try(staged(spec, enriched(range(10)), dead(range(2))), 12, always)
+
+    def one_try() -> JobSummary:
+        return publish_try(staged(spec, enriched(range(10)), dead(range(2))), 12, always)
+
+    retry = killed_then_retried(monkeypatch, KILL_POINTS[kill], one_try)
+    zombie = one_try()
     assert retry.table is not None and zombie.table is not None
     assert not zombie.table.data.committed and not zombie.table.dead_letters.committed
     assert ids_in(spec.output) == [f"k{i:03d}" for i in range(10)]
@@ -188,3 +194,37 @@ def test_a_publish_costs_the_same_requests_whatever_the_number_of_files(
         counts[files] = moto.requests()
         print(f"publish of {files} files into a table at version 0: {dict(counts[files])}")
     assert counts[3] == counts[60]
+
+
+ICEBERG_KILL_POINTS = {
+    "commit sent": lambda mp: die_before(mp, iceberg_publish, "_commit"),
+    "one of two tables committed": lambda mp: die_after(mp, iceberg_publish, "_commit"),
+    "commit answered": lambda mp: die_before(mp, table_publish, "write_summary"),
+}
+
+
+@pytest.mark.parametrize("kill", list(ICEBERG_KILL_POINTS))
+def test_an_iceberg_table_on_s3_is_committed_once_after_a_kill(
+    bucket: str, moto: MotoServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kill: str
+) -> None:
+    """pyiceberg's SQL catalog (SQLite, local) over a table whose files are on S3."""
+    catalog = {
+        "type": "sql",
+        "uri": f"sqlite:///{tmp_path}/catalog.db",
+        "s3.endpoint": moto.url,
+        "s3.region": "us-east-1",
+    }
+    spec = spec_for(bucket, output_format="iceberg", iceberg_catalog=catalog)
+    rows = [{**row, "interval_start": DAY} for row in enriched(range(10))]
+    failed = [{**row, "interval_start": DAY} for row in dead(range(2))]
+
+    def one_try() -> JobSummary:
+        return publish_try(staged(spec, rows, failed), 12, always)
+
+    killed_then_retried(monkeypatch, ICEBERG_KILL_POINTS[kill], one_try)
+    zombie = one_try()
+    assert zombie.table is not None and not zombie.table.data.committed
+    loaded = load_catalog("enrichment", **catalog).load_table("enrichment.customers")
+    assert sorted(loaded.scan().to_arrow()["id"].to_pylist()) == [f"k{i:03d}" for i in range(10)]
+    identities = [s.summary.get(iceberg_publish.IDENTITY) for s in loaded.snapshots()]
+    assert identities == [f"dag/enrich/{DAY}@1"]

@@ -1,4 +1,4 @@
-"""The Spark job publishing into a Delta table end to end (``--output-format delta``): real
+"""The Spark job publishing into a Delta or an Iceberg table end to end (``--output-format``): real
 runs against the demo API on loopback, read back with delta-rs and Polars, engines that
 know nothing of this job. A retry after success commits nothing; a run killed right after
 its commit landed (before its summary) is retried into the same one commit; inline dead
@@ -108,3 +108,31 @@ def test_inline_dead_letters_are_typed_columns_of_the_table(tmp_path: Path) -> N
     assert failed["_error"].to_list()[0].startswith("InvalidRowError: ")
     assert failed["name"].to_list() == [None]
     assert not (tmp_path / "out_dead_letters").exists()
+
+
+def test_an_iceberg_run_is_one_snapshot_read_by_pyiceberg_and_polars(tmp_path: Path) -> None:
+    """The embedded SQLite catalog beside the table; the interval column is in the
+    files Spark wrote; a retry after success adds no snapshot."""
+    from pyiceberg.catalog import load_catalog
+
+    from spark_jobs.driver.iceberg_publish import IDENTITY, default_catalog
+
+    write_input(tmp_path / "in" / "part.jsonl", IDS, extra_lines=BAD)
+    iceberg = ["--output-format", "iceberg", "--write-mode", "replace-interval"]
+    with demo_api() as api:
+        code, log = run_job(delta_args(tmp_path, api.url, *iceberg))
+        assert code == 0, log[-3000:]
+        again, again_log = run_job(delta_args(tmp_path, api.url, *iceberg))
+        assert again == 0 and "already complete: run" in again_log, again_log[-3000:]
+    catalog = load_catalog("enrichment", **default_catalog(str(tmp_path / "out")))
+    table = catalog.load_table("enrichment.out")
+    scanned = table.scan().to_arrow()
+    assert sorted(scanned["id"].to_pylist()) == IDS
+    assert set(scanned["interval_start"].to_pylist()) == {DAY}
+    assert sorted(pl.scan_iceberg(table).collect()["id"].to_list()) == IDS
+    identities = [s.summary.get(IDENTITY) for s in table.snapshots()]
+    assert identities == [f"manual/enrich/{DAY}@1"]
+    dead = catalog.load_table("enrichment.out_dead_letters").scan().to_arrow()
+    assert dead["error"].to_pylist()[0].startswith("InvalidRowError: ")
+    summary = read_result(summary_location(str(tmp_path / "out"), "iceberg", DAY)).summary
+    assert summary["table"]["data"]["version"] == table.current_snapshot().snapshot_id
