@@ -212,29 +212,24 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         kwargs.update(deferrable=deferrable, durable=durable, name=kwargs.get("name", "enrich_job"))
         super().__init__(application=ENRICH_JOB, conn_id=spark_conn_id, **kwargs)
         self._refuse_bad_arguments(url_path)
-        self.input_path = input_path
-        self.output_path = output_path
+        self.input_path, self.output_path = input_path, output_path
         self.key_column = key_column if isinstance(key_column, str) else ",".join(key_column)
         self.url_path, self.response_fields = url_path, dict(response_fields)
-        self.api_conn_id = api_conn_id
+        self.api_conn_id, self.resume = api_conn_id, resume
         self._connect = ConnectJobRun(spark_connect_conn_id) if spark_connect_conn_id else None
-        self.resume = resume
         self.partitions, self.capacity = partitions, capacity
         self.input_format, self.event_time_column = input_format, event_time_column
         self.snapshot_root, self.ship_environment = snapshot_root, ship_environment
         self.cache_dir, self.cache_ttl = cache_dir, cache_ttl
         self.max_requests, self.cost_per_request = max_requests, cost_per_request
         self.input_options = dict(input_options or {})
-        self.max_dead_letters = max_dead_letters
-        self.retry_dead_letters = retry_dead_letters
+        self.max_dead_letters, self.retry_dead_letters = max_dead_letters, retry_dead_letters
         self.output_format, self.write_mode = output_format, write_mode
-        self.dead_letter_layout = dead_letter_layout
-        self.job_args = list(job_args)
+        self.dead_letter_layout, self.job_args = dead_letter_layout, list(job_args)
         self.method, self.body_template, self.bearer_token = method, body_template, bearer_token
         self.headers, self.secret_headers = dict(headers or {}), dict(secret_headers or {})
-        self.spark_log_level = spark_log_level
+        self.spark_log_level, self.api_url = spark_log_level, ""
         self.summary = JobSummary(records_in=0, enriched=0, dead_letters=0)  # finish_run sets it
-        self.api_url = ""
 
     def summary_location(self, key: NamespaceKey) -> str:
         """Where the job writes this task's summary: the output, or for a table the
