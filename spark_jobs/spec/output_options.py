@@ -22,6 +22,8 @@ from spark_jobs.defaults import (
 from spark_jobs.spec.option_values import check
 
 _COLUMN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SECRET_PROPERTY = re.compile(r"token|secret|password|credential|access-key", re.IGNORECASE)
+_PASSWORD_IN_URL = re.compile(r"://[^/@\s]*:[^/@\s]*@")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 STATUS_COLUMN = "_status"
 ENRICHED, DEAD_LETTER = "enriched", "dead_letter"
@@ -44,6 +46,8 @@ class OutputOptions(Protocol):
     def retry_dead_letters(self) -> str | None: ...
     @property
     def iceberg_table(self) -> str | None: ...
+    @property
+    def iceberg_catalog(self) -> dict[str, str]: ...
 
 
 def check_output_options(spec: OutputOptions) -> None:
@@ -77,6 +81,7 @@ def check_output_options(spec: OutputOptions) -> None:
         "write_mode",
         "merge is built for delta only; an Iceberg table takes append or replace-interval",
     )
+    _check_no_secrets(spec.iceberg_catalog)
     if spec.iceberg_table is not None:
         check(
             bool(_IDENTIFIER.match(spec.iceberg_table)),
@@ -89,3 +94,17 @@ def check_output_options(spec: OutputOptions) -> None:
         "reads the dead letters of a Parquet output; not with --output-format "
         f"{spec.output_format}",
     )
+
+
+def _check_no_secrets(catalog: dict[str, str]) -> None:
+    """Catalog properties travel in the spec (to every executor, into the command line
+    from Airflow): a secret among them is refused, naming the variable that carries it
+    instead (pyiceberg reads ``PYICEBERG_CATALOG__ENRICHMENT__<PROPERTY>`` itself)."""
+    for name, value in catalog.items():
+        property_part = name.replace(".", "__").replace("-", "_").upper()  # pyiceberg's
+        variable = f"PYICEBERG_CATALOG__ENRICHMENT__{property_part}"
+        check(
+            not _SECRET_PROPERTY.search(name) and not _PASSWORD_IN_URL.search(str(value)),
+            "iceberg_catalog",
+            f"{name} holds a secret: set it in the environment variable {variable} instead",
+        )

@@ -95,6 +95,27 @@ def test_an_iceberg_catalog_is_its_pyiceberg_properties_flags_over_the_spec_file
     assert spec.iceberg_table == "a.b"
 
 
+@pytest.mark.parametrize(
+    ("catalog_property", "variable"),
+    [
+        ("token=s3cr3t-value", "PYICEBERG_CATALOG__ENRICHMENT__TOKEN"),
+        (
+            "s3.secret-access-key=s3cr3t-value",
+            "PYICEBERG_CATALOG__ENRICHMENT__S3__SECRET_ACCESS_KEY",
+        ),
+        ("uri=postgresql://me:s3cr3t-value@db/catalog", "PYICEBERG_CATALOG__ENRICHMENT__URI"),
+    ],
+)
+def test_a_secret_among_the_catalog_properties_is_refused_unshown(
+    tmp_path, catalog_property, variable
+):
+    flags = ["--output-format", "iceberg", "--iceberg-catalog", catalog_property]
+    with pytest.raises(SpecError) as refused:
+        parse_args(args(tmp_path, *flags))
+    assert f"holds a secret: set it in the environment variable {variable}" in str(refused.value)
+    assert "s3cr3t-value" not in str(refused.value)
+
+
 def test_a_spec_file_with_an_unknown_write_mode_is_refused(tmp_path):
     spec_file = tmp_path / "job.json"
     spec_file.write_text('{"output_format": "delta", "write_mode": "upsert"}')
