@@ -92,7 +92,7 @@ with DAG(
             defaults.WRITE_MODE,
             enum=list(defaults.WRITE_MODES),
             description="a table's: append; replace-interval (a re-run replaces its day); "
-            "merge (delta: by id, the enriched columns updated)",
+            "merge (by id: the enriched columns updated)",
         ),
         "retry_dead_letters": Param(
             None,

@@ -82,8 +82,8 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         (``--iceberg-catalog``) (templated).
     :param write_mode: how a run's rows join a table: ``append`` (default),
         ``replace-interval`` (a backfill or Clear re-runs its day without duplicating
-        it) or ``merge`` (Delta: by ``key_column``, the enriched columns of present keys
-        updated) (templated).
+        it) or ``merge`` (by ``key_column``: the enriched columns of present keys updated)
+        (templated).
     :param dead_letter_layout: a table's dead letters: ``table`` (default, beside it as
         ``<output_path>_dead_letters``) or ``inline`` (``_status``, ``_error``,
         ``_attempts`` columns) (templated).

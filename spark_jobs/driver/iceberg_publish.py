@@ -11,7 +11,8 @@ found there, it landed; so nothing is committed twice.
 
 ``replace-interval`` deletes the interval's rows and adds the run's files in one
 transaction: one catalog commit holding an overwrite's delete snapshot and the append
-snapshot (the identity on the append). ``merge`` is not offered for Iceberg yet.
+snapshot (the identity on the append). ``merge`` is pyiceberg's upsert by key of the run's
+rows, with the other columns of keys already there kept as they were (read first).
 
 The catalog is any pyiceberg supports, by its properties (``iceberg_catalog``); by
 default an embedded SQL catalog in a SQLite file beside the table, for a local table.
@@ -21,11 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import reduce
 from typing import Any
 
 import fsspec
 
-from spark_jobs.driver.delta_publish import DataInterval, TableCommit, TableIdentity
+from spark_jobs.driver.delta_publish import DataInterval, MergeKeys, TableCommit, TableIdentity
 from spark_jobs.driver.publish import FENCED
 from spark_jobs.snapshots import LeaseError
 
@@ -96,14 +98,15 @@ def commit_files(
     *,
     interval: DataInterval | None = None,
     mode: str = "append",
+    merge: MergeKeys | None = None,
 ) -> TableCommit:
     """Add the Parquet files of ``data_folder`` to ``table`` in one catalog commit whose
     snapshot carries ``identity``, unless its history holds that identity already; a
     commit whose outcome is unknown is looked for in the history again."""
-    if mode not in ("append", "replace-interval"):
-        raise ValueError(f"{mode}: an Iceberg table takes append or replace-interval")
     if mode == "replace-interval" and interval is None:
         raise ValueError("replace-interval: the table needs a data interval column")
+    if mode == "merge" and merge is None:
+        raise ValueError("merge: the table needs the key columns and the enriched columns")
     loaded = table.load()
     found = None if loaded is None else _snapshot_of(loaded, identity)
     if found is not None:
@@ -111,25 +114,31 @@ def commit_files(
     files = _parquet_files(data_folder)
     if not holds():
         raise LeaseError(FENCED)
-    if loaded is None:
+    merging = merge if loaded is not None and mode == "merge" else None
+    if loaded is None:  # a merge into no table yet creates it with the run's files
         loaded = table.create(_schema(files[0]))
+    referenced = 0 if merging is not None else len(files)  # a merge writes files of its own
     try:
-        _commit(loaded, files, identity, interval if mode == "replace-interval" else None)
+        _commit(loaded, files, identity, interval if mode == "replace-interval" else None, merging)
     except Exception:
         landed = _snapshot_of(table.load(), identity)  # the outcome was unknown
         if landed is None:
             raise
-        return TableCommit(table.identifier, landed, committed=True, files=len(files))
+        return TableCommit(table.identifier, landed, committed=True, files=referenced)
     version = _snapshot_of(table.load(), identity)
     assert version is not None, "a commit that landed is in the history"
-    return TableCommit(table.identifier, version, committed=True, files=len(files))
+    return TableCommit(table.identifier, version, committed=True, files=referenced)
 
 
 def _commit(
-    table: Any, files: list[str], identity: TableIdentity, replaced: DataInterval | None
+    table: Any,
+    files: list[str],
+    identity: TableIdentity,
+    replaced: DataInterval | None,
+    merge: MergeKeys | None,
 ) -> None:
     """One catalog commit: the interval's rows deleted (``replace-interval``), the files
-    added with the identity on their snapshot."""
+    added with the identity on their snapshot; or the run's rows merged by key."""
     from pyiceberg.expressions import EqualTo, Reference
     from pyiceberg.expressions.literals import literal
 
@@ -138,11 +147,46 @@ def _commit(
         SEQUENCE: str(identity.version),
         IDENTITY: identity.marker,
     }
+    if merge is not None:
+        source = _merged_rows(table, files, merge)
+        table.upsert(source, join_cols=list(merge.keys), snapshot_properties=properties)
+        return
     with table.transaction() as transaction:
         if replaced is not None:
             column, value = Reference(replaced.column), literal(replaced.value)
             transaction.delete(EqualTo(term=column, value=value))
         transaction.add_files(files, snapshot_properties=properties)
+
+
+def _merged_rows(table: Any, files: list[str], merge: MergeKeys) -> Any:
+    """The run's rows as the upsert gets them: a key already in the table keeps its
+    other columns' values there, only ``merge.updated`` comes from the run (pyiceberg's
+    upsert replaces whole rows). Reads the run's rows and the matched keys' rows."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+    from pyiceberg.expressions import And, In, Reference
+
+    fs, _ = fsspec.core.url_to_fs(files[0])
+    run = ds.dataset([fs._strip_protocol(f) for f in files], filesystem=fs).to_table()
+    run = run.select(table.schema().column_names).cast(table.schema().as_arrow())
+    keys, kept = list(merge.keys), [c for c in run.column_names if c not in merge.updated]
+    wanted: list[Any] = [
+        In(term=Reference(key), values=run[key].drop_null().to_pylist()) for key in keys
+    ]
+    present = reduce(And, wanted)  # a superset of the present keys with several columns
+    there = table.scan(row_filter=present, selected_fields=tuple(kept)).to_arrow()
+    there = there.select(kept).cast(pa.schema([run.schema.field(name) for name in kept]))
+    there = there.append_column("_there", pa.array([True] * there.num_rows, pa.bool_()))
+    joined = run.join(there, keys, join_type="left outer", right_suffix="__there")
+    matched = pc.fill_null(joined["_there"], False)
+    columns = {
+        name: pc.if_else(matched, joined[f"{name}__there"], joined[name])
+        if name in kept and name not in keys
+        else joined[name]
+        for name in run.column_names
+    }
+    return pa.table(columns, schema=run.schema)
 
 
 def _snapshot_of(table: Any, identity: TableIdentity) -> int | None:

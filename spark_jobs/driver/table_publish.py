@@ -222,7 +222,13 @@ class IcebergFormat:
     def commit(self, staged: StagedCommit, holds: Callable[[], bool]) -> TableCommit:
         table, interval = self._table(staged.table), _interval(self.spec)
         return iceberg_publish.commit_files(
-            table, staged.folder, staged.identity, holds, interval=interval, mode=staged.mode
+            table,
+            staged.folder,
+            staged.identity,
+            holds,
+            interval=interval,
+            mode=staged.mode,
+            merge=staged.merge,
         )
 
     def _table(self, location: str) -> iceberg_publish.IcebergTable:

@@ -4,7 +4,7 @@ Spark starts.
 A Parquet output is replaced whole by each run (``driver/publish.py``): write modes and
 inline dead letters mean nothing there, so they are refused rather than ignored. A table
 output (``driver/table_publish.py``) is added to in one commit per run; its dead letters
-go to a table of their own or inline. Merge is built for Delta only.
+go to a table of their own or inline.
 """
 
 from __future__ import annotations
@@ -75,11 +75,6 @@ def check_output_options(spec: OutputOptions) -> None:
         bool(_COLUMN.match(spec.interval_column)) and spec.interval_column not in INLINE_COLUMNS,
         "interval_column",
         f"must be a column name (letters, digits, _), got {spec.interval_column!r}",
-    )
-    check(
-        spec.output_format != "iceberg" or spec.write_mode != "merge",
-        "write_mode",
-        "merge is built for delta only; an Iceberg table takes append or replace-interval",
     )
     _check_no_secrets(spec.iceberg_catalog)
     if spec.iceberg_table is not None:

@@ -2,7 +2,7 @@
 local filesystem) through the job's publish step: a kill at each step then a retry leaves
 every record once and one snapshot carrying the run's identity; a commit whose answer was
 lost is found in the history afterwards; a zombie beside the retry commits nothing;
-replace-interval; both dead-letter layouts. Read back with pyiceberg and Polars."""
+replace-interval; merge by key; both dead-letter layouts. Read back with pyiceberg and Polars."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from spark_jobs.driver.table_publish import TableRun, stage
 from spark_jobs.snapshots import LeaseError, NamespaceKey, SnapshotStore
 from spark_jobs.snapshots.contracts import JobSummary
 from spark_jobs.spec.job_spec import JobSpec
-from spark_jobs.spec.spec_error import SpecError
 from tests.table_support import (
     DAY,
     KEY,
@@ -143,6 +142,24 @@ def test_inline_dead_letters_in_the_one_table(tmp_path: Path) -> None:
     assert ids_in(spec) == ["k000", "k001", "k002"]
 
 
-def test_merge_into_an_iceberg_table_is_refused_before_spark_starts(tmp_path: Path) -> None:
-    with pytest.raises(SpecError, match="merge is built for delta only"):
-        iceberg_spec(tmp_path, write_mode="merge")
+def test_merge_updates_only_the_enriched_columns_of_present_keys(tmp_path: Path) -> None:
+    """Keys already in the table keep their other columns and get the run's enriched
+    columns; new keys are added; one snapshot carries the merge's identity."""
+    spec = iceberg_spec(tmp_path, write_mode="merge")
+    old = with_day(enriched(range(3), name="old", amount="1"))
+    publish_try(staged(spec, old, with_day(dead(range(1))), files=2), 4, lambda: True)
+    SnapshotStore(spec.snapshot_dir).discard(KEY)
+    new = with_day(enriched(range(1, 5), name="new", amount="99"))
+    merged = publish_try(staged(spec, new, with_day(dead(range(1))), files=2), 5, lambda: True)
+    rows = pl.scan_iceberg(table(spec)).select("id", "amount", "name").sort("id").collect()
+    assert rows.rows() == [
+        ("k000", "1", "old0"),
+        ("k001", "1", "new1"),
+        ("k002", "1", "new2"),
+        ("k003", "99", "new3"),
+        ("k004", "99", "new4"),
+    ]
+    assert merged.table is not None and merged.table.identity.endswith("@2")
+    assert run_snapshots(spec)[-1] == merged.table.identity
+    staged_left = list(Path(spec.output).rglob("_SUCCESS"))
+    assert len(staged_left) == 1, "the merged run's staged files went: pyiceberg wrote its own"

@@ -1,6 +1,7 @@
 """The output's options, refused before Spark starts when they are bad or do not fit the
-format: table options on a Parquet output, merge into Iceberg, a bad interval column or
-table identifier, a dead-letter retry of a table. Parquet stays the default."""
+format: table options on a Parquet output, a secret among catalog properties, a bad
+interval column or table identifier, a dead-letter retry of a table. Parquet stays the
+default."""
 
 from __future__ import annotations
 
@@ -51,11 +52,6 @@ def test_a_delta_output_takes_the_write_mode_and_dead_letter_layout(tmp_path):
         (
             ["--dead-letter-layout", "inline"],
             "--dead-letter-layout: applies to a table output (--output-format delta or iceberg)",
-        ),
-        (
-            ["--output-format", "iceberg", "--write-mode", "merge"],
-            "--write-mode: merge is built for delta only; an Iceberg table takes append or "
-            "replace-interval",
         ),
         (
             ["--output-format", "iceberg", "--iceberg-table", "customers"],
