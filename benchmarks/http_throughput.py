@@ -157,7 +157,7 @@ async def operator_http(
     )
     ok = 0
     async with HttpEnricher(config) as enrich:
-        gauge.read = lambda: enrich.stats["in_flight"]
+        gauge.read = lambda: enrich.stats.in_flight
         retry = default_retry_strategy()
         queue = max(capacity, round(capacity * factor))
         operator = AsyncWaitOperator(enrich, mode=mode, capacity=queue, retry=retry)

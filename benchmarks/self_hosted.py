@@ -92,8 +92,8 @@ async def enrich(base_url: str, provider: str, records: int = RECORDS) -> dict[s
     return {
         "provider": provider,
         "records": sum(isinstance(o, Result) for o in outputs),
-        "requests_per_record": round(stats["requests_made"] / records, 3),
-        "concurrency_limit_at_end": stats["current_concurrency_limit"],
+        "requests_per_record": round(stats.requests_made / records, 3),
+        "concurrency_limit_at_end": stats.current_concurrency_limit,
         "throughput_share_of_best": round(throughput / server["best_requests_per_s"], 3),
         "median_latency_x_unloaded": round(median / server["unloaded_latency_s"], 2),
         "max_waiting": server["max_waiting"],

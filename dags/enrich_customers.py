@@ -22,7 +22,7 @@ from airflow.sdk import DAG, Asset, Param, Variable, task
 
 from enrichment_airflow.enrichment_operator import ResumableEnrichmentOperator
 from spark_jobs import defaults
-from spark_jobs.snapshots.contracts import JobSummary
+from spark_jobs.records.summary import JobSummary
 
 DATA_ROOT = "{{ var.value.enrichment_data_root }}"
 ENRICHED = Asset("enrichment://customers/enriched")

@@ -28,8 +28,8 @@ import pyarrow.parquet as pq
 from demo.generate import generate_rows, write
 from demo.stack import ROOT, airflow_env, airflow_services, demo_api, init_airflow
 from spark_jobs.driver.current_result import read_result
+from spark_jobs.records.values import format_count
 from spark_jobs.snapshots import NamespaceInfo, NamespaceKey, PartitionProgress, SnapshotStore
-from spark_jobs.snapshots.contracts import format_count
 from spark_jobs.snapshots.resume import read_progress
 
 DAG = "enrich_customers"

@@ -9,6 +9,7 @@ imports it at every parse, where Spark and aiohttp must not load.
 from __future__ import annotations
 
 from typing import Literal, get_args
+from urllib.parse import quote
 
 ResumeMode = Literal["auto", "never", "require"]
 """``auto`` resumes when a valid snapshot exists, ``never`` starts fresh, ``require``
@@ -84,3 +85,21 @@ SNAPSHOT_ROOT_VARIABLE = "enrichment_snapshot_root"
 """The Airflow Variable naming the snapshot root, for the operators and the web view."""
 SHIP_ENVIRONMENT_VARIABLE = "enrichment_ship_environment"
 """The Airflow Variable the example DAG reads the packed runtime's path from."""
+
+
+def summary_location(
+    output: str, output_format: str, interval_start: str, interval_column: str = INTERVAL_COLUMN
+) -> str:
+    """Where a run's ``_SUMMARY.json`` is: the output's folder, or for a table output the
+    folder of the run's interval partition (each interval's publish its own, however many
+    publish into the table at once; hidden from table readers by its ``_``)."""
+    if output_format == "parquet":
+        return output.rstrip("/")
+    return interval_folder(output, interval_column, interval_start)
+
+
+def interval_folder(table: str, column: str, value: str) -> str:
+    """``<table>/<column>=<value>``, the value percent-encoded as delta-rs encodes a
+    partition folder (``2026-12-01T00%3A00%3A00%2B00%3A00``): the layout Delta writers
+    use and engines that read partition values from paths (Polars) need."""
+    return f"{table.rstrip('/')}/{column}={quote(value, safe='')}"

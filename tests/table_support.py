@@ -17,8 +17,8 @@ from deltalake import DeltaTable
 from spark_jobs.driver import delta_publish, table_publish
 from spark_jobs.driver.delta_publish import IDENTITY_KEY
 from spark_jobs.driver.table_publish import TableRun, stage
+from spark_jobs.records.summary import JobSummary
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
-from spark_jobs.snapshots.contracts import JobSummary
 from spark_jobs.spec.job_spec import JobSpec
 
 DAY = "2026-12-01T00:00:00+00:00"

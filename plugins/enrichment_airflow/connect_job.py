@@ -23,9 +23,8 @@ from typing import Any
 from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 from airflow.sdk.exceptions import AirflowException
 
-from spark_jobs.driver.connect import redacted
 from spark_jobs.exit_status import ExitStatus
-from spark_jobs.spec.remote_option import REMOTE_ENV
+from spark_jobs.launch import REMOTE_ENV, redacted
 
 logger = logging.getLogger(__name__)
 

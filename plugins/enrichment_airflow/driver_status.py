@@ -17,9 +17,13 @@ client is described by a plain :meth:`DriverStatusClient.to_spec` and rebuilt by
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+if TYPE_CHECKING:
+    import aiohttp
 
 #: Standalone driver states in which the driver still runs or will run again, as the
 #: provider's ``_StandaloneSparkSubmitBackend.is_job_active`` counts them: RELAUNCHING
@@ -27,6 +31,10 @@ from typing import Any, ClassVar, Protocol
 STANDALONE_ACTIVE = frozenset({"SUBMITTED", "RUNNING", "RELAUNCHING", "UNKNOWN"})
 #: The one standalone state of a driver that exited cleanly.
 STANDALONE_SUCCEEDED = "FINISHED"
+#: The most of a status answer read (decompressed). The master's is a few hundred bytes;
+#: the trigger shares the triggerer's memory and event loop with every deferred task, so
+#: a larger or endless answer (a proxy, a hostile endpoint) is an error of that master.
+MAX_STATUS_BYTES = 64 * 1024
 
 
 class DriverStatusError(RuntimeError):
@@ -82,9 +90,12 @@ class StandaloneRestStatus:
                 try:
                     async with session.get(url) as response:
                         response.raise_for_status()
-                        answer = await response.json(content_type=None)
+                        answer = json.loads(await _bounded_body(response.content))
                 except (aiohttp.ClientError, TimeoutError, ValueError) as error:
                     errors.append(f"{endpoint}: {type(error).__name__} {error}")
+                    continue
+                except RecursionError:
+                    errors.append(f"{endpoint}: status answer nested too deeply to parse")
                     continue
                 if not isinstance(answer, dict) or not answer.get("success"):
                     message = answer.get("message") if isinstance(answer, dict) else answer
@@ -96,6 +107,18 @@ class StandaloneRestStatus:
 
     def to_spec(self) -> dict[str, Any]:
         return {"kind": self.kind, "endpoints": list(self.endpoints), "timeout_s": self.timeout_s}
+
+
+async def _bounded_body(content: aiohttp.StreamReader) -> bytes:
+    """The whole body, or ``ValueError`` once it passes :data:`MAX_STATUS_BYTES`: reading
+    stops there, whatever the length the server announced or did not."""
+    chunks, size = [], 0
+    while chunk := await content.readany():
+        size += len(chunk)
+        if size > MAX_STATUS_BYTES:
+            raise ValueError(f"status answer larger than {MAX_STATUS_BYTES} bytes; not read")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def standalone_rest_endpoints(master: str, scheme: str = "http", port: int = 6066) -> list[str]:

@@ -22,8 +22,8 @@ from airflow.sdk.exceptions import AirflowFailException
 from enrichment_airflow.namespace import snapshot_root
 from enrichment_airflow.spark_master import env_stays_off_command_line
 from spark_jobs.defaults import DEAD_LETTER_RETRY_SUFFIX
+from spark_jobs.records.summary import JobSummary
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
-from spark_jobs.snapshots.contracts import JobSummary
 from spark_jobs.snapshots.resume import resume_progress
 
 TOKEN_ENV = "ENRICHMENT_API_TOKEN"
@@ -171,8 +171,7 @@ class EnrichmentApiHook(BaseHook):
             return
         progress = resume_progress(store, key)
         if progress.partitions:
-            total = (store.read_job_record(key) or {}).get("records_in")
-            self.log.info("resuming %s (%s)", progress.describe(total), where)
+            self.log.info("resuming %s (%s)", progress.describe(self._size(key)), where)
         else:
             self.log.info("starting fresh: no snapshot for this run yet (%s)", where)
 
@@ -183,8 +182,12 @@ class EnrichmentApiHook(BaseHook):
         progress = resume_progress(self.snapshot_store, key)
         if not progress.partitions:
             return "the next try starts fresh: no snapshot was committed"
-        total = (self.snapshot_store.read_job_record(key) or {}).get("records_in")
-        return f"the next try resumes from {progress.describe(total)}"
+        return f"the next try resumes from {progress.describe(self._size(key))}"
+
+    def _size(self, key: NamespaceKey) -> int | None:
+        """The input records of the namespace's job, when its job record says."""
+        record = self.snapshot_store.read_job_record(key)
+        return record.records_in if record is not None else None
 
     def read_summary(self, output_path: str) -> JobSummary:
         """The published ``_SUMMARY.json`` of ``output_path`` (ValueError when it is not
@@ -215,13 +218,13 @@ class EnrichmentApiHook(BaseHook):
         retry_key = NamespaceKey(
             key.dag_id, key.task_id + DEAD_LETTER_RETRY_SUFFIX, key.interval_start
         )
-        records = [self.snapshot_store.read_job_record(k) or {} for k in (key, retry_key)]
-        failures = [r["last_failure"] for r in records if r.get("last_failure")]
-        failure = next((f for f in failures if f.get("run_id") == run_id), None)
+        records = [self.snapshot_store.read_job_record(k) for k in (key, retry_key)]
+        failures = [r.last_failure for r in records if r is not None and r.last_failure]
+        failure = next((f for f in failures if f.run_id == run_id), None)
         if failure is None:
             return
-        self.log.error("enrichment run failed: %s", failure["reason"])
-        raise AirflowFailException(f"{failure['reason']} A retry: {failure['retry']}")
+        self.log.error("enrichment run failed: %s", failure.reason)
+        raise AirflowFailException(f"{failure.reason} A retry: {failure.retry}")
 
 
 def header_variable(header: str) -> str:

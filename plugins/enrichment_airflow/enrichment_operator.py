@@ -21,7 +21,6 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import Context, conf
 from airflow.sdk.exceptions import AirflowException
 
-import spark_jobs
 from enrichment_airflow.cluster_run import ClusterDriverRun, EnrichmentRun
 from enrichment_airflow.connect_job import ConnectJobRun
 from enrichment_airflow.enrichment_hook import BEARER_AUTO, EnrichmentApiHook
@@ -31,13 +30,10 @@ from enrichment_airflow.namespace import namespace_key
 from enrichment_airflow.progress_reporter import reporting_progress
 from enrichment_airflow.run_outcome import fail_run, finish_run
 from enrichment_airflow.spark_master import spark_master
-from spark_jobs import defaults
-from spark_jobs.driver.current_result import summary_location
-from spark_jobs.driver.spark_logging import with_java_options
+from spark_jobs import defaults, launch
+from spark_jobs.defaults import summary_location
+from spark_jobs.records.summary import JobSummary
 from spark_jobs.snapshots import NamespaceKey
-from spark_jobs.snapshots.contracts import JobSummary
-
-ENRICH_JOB = str(Path(spark_jobs.__file__).parent / "enrich_job.py")
 
 
 class ResumableEnrichmentOperator(ClusterDriverRun):
@@ -210,7 +206,7 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         **kwargs: Any,
     ) -> None:
         kwargs.update(deferrable=deferrable, durable=durable, name=kwargs.get("name", "enrich_job"))
-        super().__init__(application=ENRICH_JOB, conn_id=spark_conn_id, **kwargs)
+        super().__init__(application=launch.ENRICH_JOB, conn_id=spark_conn_id, **kwargs)
         self._refuse_bad_arguments(url_path)
         self.input_path, self.output_path = input_path, output_path
         self.key_column = key_column if isinstance(key_column, str) else ",".join(key_column)
@@ -296,7 +292,7 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         # shipped log4j2 file. In cluster deploy mode the driver runs elsewhere, where that
         # file's path means nothing: the job sets the level once it starts.
         if not self.driver_on_cluster(self.spark_connection()):
-            conf = with_java_options(conf, self.spark_log_level)
+            conf = launch.with_java_options(conf, self.spark_log_level)
         self.conf = conf
 
     def on_kill(self) -> None:

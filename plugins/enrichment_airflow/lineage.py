@@ -43,7 +43,7 @@ from openlineage.client.generated.output_statistics_output_dataset import (
 )
 from openlineage.client.generated.storage_dataset import StorageDatasetFacet
 
-from spark_jobs.snapshots.contracts import JobSummary, TableVersion
+from spark_jobs.records.summary import JobSummary, TableVersion
 
 DEAD_LETTERS = "dead_letters"
 
@@ -112,7 +112,7 @@ def lineage_on_complete(
         requestsMade=requests,
         replayedFromSnapshot=summary.replayed_from_snapshot,
         resumed=summary.resumed,
-        cost=dict(summary.cost),
+        cost=summary.cost.to_json(),
         runId=summary.run_id,
         result=summary.result,
     )

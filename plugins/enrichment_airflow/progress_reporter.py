@@ -26,8 +26,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
+from spark_jobs.records.values import format_count
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
-from spark_jobs.snapshots.contracts import JobSummary, format_count
 from spark_jobs.snapshots.stall import stall_of
 
 if TYPE_CHECKING:  # the web view imports this module too: no Airflow import at run time
@@ -65,9 +65,8 @@ def progress_line(store: SnapshotStore, key: NamespaceKey, now: float | None = N
             f"epoch {record.epoch}, {record.in_flight} in flight{silent}"
         )
     completed = store.read_completed(key)
-    summary = completed.get("summary") if completed else None
-    if isinstance(summary, dict) and "records_in" in summary:
-        return JobSummary.from_json(summary, "completion record: summary").describe_published()
+    if completed is not None and completed.summary is not None:
+        return completed.summary.describe_published()
     return None
 
 

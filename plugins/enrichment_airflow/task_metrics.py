@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from airflow.sdk.observability.stats import Stats
 
-from spark_jobs.snapshots.contracts import JobSummary
+from spark_jobs.records.summary import JobSummary
 
 #: Summary counts sent as counters (``enrichment.<key>``), added up across runs.
 COUNTS = ("records_in", "enriched", "dead_letters", "requests_made", "replayed_from_snapshot")

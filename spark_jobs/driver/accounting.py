@@ -6,9 +6,8 @@ paid, by each attempt in its own record (``snapshots/attempt_counts.py``), which
 rewrites; an attempt cut short (killed, lost, fenced off, failed) made calls after its last
 record that no file holds. The summary then says so instead of passing a lower bound off as
 the bill: ``accounting.calls`` is ``"exact"`` or ``"lower_bound"``, and a lower bound is
-short by at most one ``--snapshot-interval`` of calls for each attempt cut short.
-
-Standard library only: the Airflow side reads the same record from the summary.
+short by at most one ``--snapshot-interval`` of calls for each attempt cut short (the
+record, :class:`~spark_jobs.records.accounting.Accounting`, is the summary's readers' too).
 """
 
 from __future__ import annotations
@@ -16,11 +15,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
+from spark_jobs.records.accounting import Accounting
 from spark_jobs.snapshots.contracts import CALL_COUNTERS, TOKEN_COUNTERS
-
-Exactness = Literal["exact", "lower_bound"]
 
 
 class AttemptRecord(Protocol):
@@ -36,35 +34,20 @@ class AttemptRecord(Protocol):
 
 @dataclass(frozen=True)
 class CallAccounting:
-    """The call counters over all attempts, and whether they are exact.
-
-    ``attempts``: attempt records found; ``attempts_cut_short``: those that ended after
-    their last record, and ``unreadable_records``: records that could not be read (both
-    make ``calls`` a lower bound); ``unrecorded_partitions``: partitions whose manifests
-    count more calls than their attempt records (attempts written before records were
-    kept: the manifests' figure is used, a lower bound too).
-    """
+    """The call counters over all attempts (``totals``, by the names of
+    :data:`CALL_COUNTERS` and :data:`TOKEN_COUNTERS`), and whether they are exact
+    (``record``, the summary's ``accounting``)."""
 
     totals: Mapping[str, int] = field(default_factory=dict)
-    attempts: int = 0
-    attempts_cut_short: int = 0
-    unreadable_records: int = 0
-    unrecorded_partitions: int = 0
+    record: Accounting = field(default_factory=Accounting)
 
     @property
-    def calls(self) -> Exactness:
-        missing = self.attempts_cut_short + self.unreadable_records + self.unrecorded_partitions
-        return "lower_bound" if missing else "exact"
+    def prompt_tokens(self) -> int:
+        return self.totals.get(TOKEN_COUNTERS[0], 0)
 
-    def to_json(self) -> dict[str, Any]:
-        """The summary's ``accounting`` section (the totals go in its own fields)."""
-        return {
-            "calls": self.calls,
-            "attempts": self.attempts,
-            "attempts_cut_short": self.attempts_cut_short,
-            "unreadable_records": self.unreadable_records,
-            "unrecorded_partitions": self.unrecorded_partitions,
-        }
+    @property
+    def completion_tokens(self) -> int:
+        return self.totals.get(TOKEN_COUNTERS[1], 0)
 
 
 def account_calls(
@@ -89,10 +72,10 @@ def account_calls(
             totals[name] += max(recorded, counted)
             short = short or counted > recorded
         unrecorded += short
-    return CallAccounting(
-        totals=totals,
+    exactness = Accounting(
         attempts=len(all_records),
         attempts_cut_short=sum(1 for r in all_records if not r.final),
         unreadable_records=unreadable,
         unrecorded_partitions=unrecorded,
     )
+    return CallAccounting(totals, exactness)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import spark_jobs
-from spark_jobs.spec.remote_option import REMOTE_ENV, SECRET_PARAMETER
+from spark_jobs.launch import REMOTE_ENV, redacted
 from spark_jobs.spec.spec_error import SpecError
 
 if TYPE_CHECKING:
@@ -47,11 +47,6 @@ def remote_url(remote: str | None, ship_env: str | None = None) -> str | None:
             "the job ships its own code, and its dependencies must be installed on the server"
         )
     return url
-
-
-def redacted(url: str) -> str:
-    """``url`` fit for a log line: a token parameter's value hidden."""
-    return SECRET_PARAMETER.sub(r"\1=***", url)
 
 
 def connect_session(url: str) -> SparkSession:

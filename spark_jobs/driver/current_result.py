@@ -14,28 +14,43 @@ Readers resolve it once and read what it names (Spark, pandas, pyarrow alike)::
     pyarrow.parquet.read_table(current_dead_letters_path("/data/out"))
 
 A table output (``--output-format delta``) is read as a table; its summary (the versions
-the run committed) sits in the run's interval partition (:func:`summary_location`).
+the run committed) sits in the run's interval partition
+(:func:`spark_jobs.defaults.summary_location`).
 
 Only fsspec and the standard library: a reader needs neither Spark nor the job.
+
+``result`` is read as a pointer into the output, never anywhere: ``runs/<run folder>``, or
+in ``<name>.rejected`` the ``../<name>/runs/<run folder>`` a rejected run is named by
+(:func:`confined`). Whoever can write a summary could otherwise point readers, and
+``--retry-dead-letters``, which publishes the rows it reads, at any path their
+credentials reach.
 """
 
 from __future__ import annotations
 
 import json
 import posixpath
+import re
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 import fsspec
-
-from spark_jobs.defaults import INTERVAL_COLUMN
 
 SUMMARY = "_SUMMARY.json"
 #: The summary's key naming the run folder; absent in outputs published before run
 #: folders existed (their ``data/`` sits beside the summary), null when the run
 #: published no records (stopped by ``--max-requests``).
 RESULT = "result"
+#: The output's folder of run folders, and the suffix of the folder naming a rejected run.
+RUNS = "runs"
+REJECTED = ".rejected"
+#: The characters of a run folder's name (``publish._folder_name`` keeps only these).
+RUN_FOLDER_CHARS = "A-Za-z0-9_.-"
+_RUN_FOLDER = re.compile(f"[{RUN_FOLDER_CHARS}]+")
+
+
+class ResultPathError(ValueError):
+    """A summary's ``result`` names something other than a run folder of its output."""
 
 
 class NoDataError(LookupError):
@@ -85,29 +100,13 @@ def read_result(location: str, **storage_options: Any) -> PublishedResult:
         raise FileNotFoundError(
             f"no result published under {location} (no {SUMMARY} there)"
         ) from None
+    if not isinstance(summary, dict):
+        raise ResultPathError(f"{location.rstrip('/')}/{SUMMARY}: not a JSON object")
     if RESULT not in summary:  # published before run folders: the files sit beside it
         return PublishedResult(location.rstrip("/"), location.rstrip("/"), summary)
     relative = summary[RESULT]
-    folder = None if relative is None else resolve(location, relative)
+    folder = None if relative is None else resolve(location, confined(location, relative))
     return PublishedResult(location.rstrip("/"), folder, summary)
-
-
-def summary_location(
-    output: str, output_format: str, interval_start: str, interval_column: str = INTERVAL_COLUMN
-) -> str:
-    """Where a run's ``_SUMMARY.json`` is: the output's folder, or for a table output the
-    folder of the run's interval partition (each interval's publish its own, however many
-    publish into the table at once; hidden from table readers by its ``_``)."""
-    if output_format == "parquet":
-        return output.rstrip("/")
-    return interval_folder(output, interval_column, interval_start)
-
-
-def interval_folder(table: str, column: str, value: str) -> str:
-    """``<table>/<column>=<value>``, the value percent-encoded as delta-rs encodes a
-    partition folder (``2026-12-01T00%3A00%3A00%2B00%3A00``): the layout Delta writers
-    use and engines that read partition values from paths (Polars) need."""
-    return f"{table.rstrip('/')}/{column}={quote(value, safe='')}"
 
 
 def current_data_path(output: str, **storage_options: Any) -> str:
@@ -119,6 +118,29 @@ def current_data_path(output: str, **storage_options: Any) -> str:
 def current_dead_letters_path(output: str, **storage_options: Any) -> str:
     """The ``dead_letters/`` folder of the result ``output`` holds now."""
     return read_result(output, **storage_options).dead_letters
+
+
+def confined(location: str, relative: object) -> str:
+    """``relative``, the ``result`` of ``location``'s summary, if it names one run folder
+    of the output: ``runs/<run folder>``, or ``../<name>/runs/<run folder>`` when
+    ``location`` is ``<name>.rejected``; else :class:`ResultPathError` naming the file and
+    the value (``..``, an absolute path or URL, more or fewer components, another name)."""
+    name = posixpath.basename(location.rstrip("/"))
+    stem = name.removesuffix(REJECTED) if name.endswith(REJECTED) else None
+    parts = relative.split("/") if isinstance(relative, str) else []
+    if stem not in (None, "", ".", "..") and parts[:2] == ["..", stem]:
+        parts = parts[2:]  # a rejected run, named from beside the output
+    if len(parts) == 2 and parts[0] == RUNS and _run_folder(parts[1]):
+        return str(relative)
+    shape = f"{RUNS}/<run folder>" + (f" or ../{stem}/{RUNS}/<run folder>" if stem else "")
+    raise ResultPathError(
+        f"{location.rstrip('/')}/{SUMMARY}: result {relative!r} is not {shape}; "
+        "refusing to read it (was the summary written by this job?)"
+    )
+
+
+def _run_folder(name: str) -> bool:
+    return _RUN_FOLDER.fullmatch(name) is not None and name.strip(".") != ""
 
 
 def resolve(location: str, relative: str) -> str:

@@ -17,11 +17,17 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from spark_jobs.defaults import DEAD_LETTER_RETRY_SUFFIX
-from spark_jobs.driver.current_result import NoDataError, PublishedResult, read_result
+from spark_jobs.driver.current_result import (
+    NoDataError,
+    PublishedResult,
+    ResultPathError,
+    read_result,
+)
 from spark_jobs.driver.input_reader import with_helper_columns
 from spark_jobs.driver.publish import rejected_for
+from spark_jobs.records.completion import CompletionRecord
+from spark_jobs.records.summary import JobSummary
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
-from spark_jobs.snapshots.contracts import JobSummary
 from spark_jobs.spec.job_spec import JobSpec
 from spark_jobs.spec.option_values import parse_error_classes
 from spark_jobs.spec.spec_error import SpecError
@@ -91,7 +97,7 @@ class DeadLetterRetry:
             raise RuntimeError(f"records_in != enriched + dead_letters in {summary.to_json()}")
         return summary
 
-    def close(self, store: SnapshotStore, key: NamespaceKey, completion: dict[str, Any]) -> None:
+    def close(self, store: SnapshotStore, key: NamespaceKey, completion: CompletionRecord) -> None:
         """After publishing (which removed a rejected base: its records are in the output
         now), the original namespace is complete with the merged result."""
         store.mark_completed(original_namespace(key), completion)
@@ -100,18 +106,21 @@ class DeadLetterRetry:
 def original_fingerprint(store: SnapshotStore, key: NamespaceKey) -> str | None:
     """The fingerprint of the run whose dead letters are retried."""
     original = original_namespace(key)
-    record = store.read_completed(original) or store.read_job_record(original) or {}
-    return record.get("fingerprint")
+    record = store.read_completed(original) or store.read_job_record(original)
+    return record.fingerprint if record is not None else None
 
 
 def _base(output: str) -> PublishedResult:
     """A rejected result when there is one (newer than any published output: a run that
-    publishes removes it), else the published output."""
+    publishes removes it), else the published output. One whose summary names a folder
+    outside the output is refused before anything is read: the retry publishes its rows."""
     for candidate in (rejected_for(output), output):
         try:
             return read_result(candidate)
         except FileNotFoundError:
             continue
+        except ResultPathError as error:
+            raise SpecError(f"--retry-dead-letters: {error}") from None
     raise SpecError(
         f"--retry-dead-letters: no result to retry under {output} (neither a published "
         f"output nor one rejected by --max-dead-letters)"

@@ -28,8 +28,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from spark_jobs.defaults import WriteMode
-from spark_jobs.driver.current_result import interval_folder
+from spark_jobs.defaults import WriteMode, interval_folder
 from spark_jobs.driver.publish import FENCED
 from spark_jobs.snapshots import LeaseError
 
@@ -73,7 +72,7 @@ class TableCommit:
 
 def run_folder_root(table: str, interval: DataInterval | None) -> str:
     """Where a run's folders go inside the table's folder: with an interval, in its
-    partition's folder (:func:`~spark_jobs.driver.current_result.interval_folder`)."""
+    partition's folder (:func:`~spark_jobs.defaults.interval_folder`)."""
     if interval is None:
         return table.rstrip("/")
     return interval_folder(table, interval.column, interval.value)

@@ -16,6 +16,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -49,6 +50,9 @@ from spark_jobs.driver.summary import build_summary
 from spark_jobs.driver.table_publish import TableRun, stage
 from spark_jobs.driver.task_slots import spark_conf, with_running_partitions
 from spark_jobs.exit_status import ExitStatus
+from spark_jobs.records.completion import CompletionRecord
+from spark_jobs.records.job_record import JobRecord
+from spark_jobs.records.summary import JobSummary
 from spark_jobs.snapshots import (
     Heartbeat,
     LeaseError,
@@ -57,14 +61,13 @@ from spark_jobs.snapshots import (
     SnapshotStore,
 )
 from spark_jobs.snapshots.budget_ledger import discard_other_runs
-from spark_jobs.snapshots.contracts import JobSummary
-from spark_jobs.snapshots.lease_holder import this_process
+from spark_jobs.snapshots.lease import this_process
 from spark_jobs.snapshots.namespace_progress import ProgressFolder
 from spark_jobs.snapshots.resume import Decision, ResumeRefusedError, decide
 from spark_jobs.spec.input_options import reader_identity
 from spark_jobs.spec.job_cli import parse_args
 from spark_jobs.spec.job_spec import JobSpec
-from spark_jobs.spec.secret_check import check_secrets
+from spark_jobs.spec.secret_check import check_secrets, secret_variable_names
 from spark_jobs.spec.spec_error import SpecError
 
 if TYPE_CHECKING:
@@ -88,7 +91,8 @@ def main(argv: list[str] | None = None) -> ExitStatus:
         print(f"enrich_job: error: {error}", file=sys.stderr)
         return ExitStatus.BAD_OPTIONS
     configure_launch(spec.spark_log_level)
-    spark = spark_session(spec.ship_env, remote)
+    hidden = [*secret_variable_names(spec), spec.cache_key_env]  # in the Spark UI
+    spark = spark_session(spec.ship_env, remote, hidden)
     apply_level(spark, spec.spark_log_level)
     try:
         executors = ExecutorCheck(spark, spec)  # beside the run's first steps
@@ -105,7 +109,7 @@ def main(argv: list[str] | None = None) -> ExitStatus:
         return ExitStatus.LEASE_HELD
     except RunFailed as failure:  # systemic failure, dead-letter ceiling: see run_failures
         if failure.summary is not None:
-            print(json.dumps(failure.summary, sort_keys=True))
+            print(json.dumps(failure.summary.to_json(), sort_keys=True))
         print(f"enrich_job: error: {failure.reason}", file=sys.stderr)
         return failure.exit_status
     finally:
@@ -178,14 +182,14 @@ def _run_holding_lease(
     executors_ready()
     decision = _open_namespace(store, key, spec, job_record)
     if decision.completed is not None:
-        return JobSummary.from_json(decision.completed["summary"], "completion record: summary")
+        return _published(decision.completed)
     spec = with_running_partitions(spec, spark_conf(spark))
     discard_other_runs(spec.snapshot_dir, store.namespace_path(key), run_id)
 
     from pyspark.sql.pandas.types import from_arrow_schema
 
     schema = output_arrow_schema(frame.schema, spec)
-    enrich = _partition_function(spec, key, job_record["fingerprint"], sizes, schema, run_id)
+    enrich = _partition_function(spec, key, job_record.fingerprint, sizes, schema, run_id)
     enriched = partitioned.mapInArrow(enrich, from_arrow_schema(schema))
     output = _run_output(spec, store, key, run_id)
     folder = _progress_folder(store, key, spec, run_id, records_in, lease)
@@ -215,10 +219,10 @@ def _run_holding_lease(
         output.discard()
     logger.info("summary: %s", json.dumps(summary.to_json(), sort_keys=True))
     if summary.budget is None:  # else the snapshots are what the next run resumes
-        completion = {"fingerprint": job_record["fingerprint"], "run_id": run_id}
-        _close_namespace(store, key, spec, {**completion, "summary": summary.to_json()})
+        completion = CompletionRecord(job_record.fingerprint, run_id, summary)
+        _close_namespace(store, key, spec, completion)
         if retry is not None:
-            _close_retry(store, key, retry, {**completion, "summary": summary.to_json()})
+            _close_retry(store, key, retry, completion)
     return summary
 
 
@@ -240,12 +244,19 @@ def _read(spark: SparkSession, spec: JobSpec) -> tuple[DataFrame, float]:
     return read_input(spark, spec), started
 
 
+def _published(completed: CompletionRecord) -> JobSummary:
+    """The summary of a job already published: the completion record's."""
+    if completed.summary is None:
+        raise ValueError("completion record: summary is missing")
+    return completed.summary
+
+
 def _close_retry(
-    store: SnapshotStore, key: NamespaceKey, retry: DeadLetterRetry, completion: dict[str, Any]
+    store: SnapshotStore, key: NamespaceKey, retry: DeadLetterRetry, completion: CompletionRecord
 ) -> None:
     """The original namespace of a dead-letter retry is complete with the merged result,
     under the fingerprint of the run whose dead letters were retried."""
-    retry.close(store, key, {**completion, "fingerprint": original_fingerprint(store, key)})
+    retry.close(store, key, replace(completion, fingerprint=original_fingerprint(store, key)))
 
 
 def _progress_folder(
@@ -273,33 +284,26 @@ def _run_output(
 
 def _ceiling(spec: JobSpec, output: ParquetRun | TableRun, summary: JobSummary) -> RunFailed | None:
     """A crossed dead-letter ceiling; its result is set aside beside the output."""
-    failure = dead_letter_ceiling(summary.to_json(), spec.max_dead_letters)
+    failure = dead_letter_ceiling(summary, spec.max_dead_letters)
     if failure is not None and failure.summary is not None:
         output.set_aside(failure.summary)
     return failure
 
 
-def _job_record(frame: DataFrame, spec: JobSpec, records_in: int) -> dict[str, Any]:
+def _job_record(frame: DataFrame, spec: JobSpec, records_in: int) -> JobRecord:
     """What this run is: its inputs' and enrichment's fingerprint, and its size."""
-    identity: dict[str, Any] = {
-        "inputs": input_fingerprint(frame),
-        "enrichment": spec.enrichment_identity(),
-    }
+    inputs, enrichment = input_fingerprint(frame), spec.enrichment_identity()
     reader = reader_identity(spec.input_format, spec.input_options)
-    if reader is not None:  # absent as before for JSON lines and Parquet read as always
-        identity["reader"] = reader
-    if spec.retry_dead_letters:  # the rows chosen are part of what the retry's input is
-        identity["dead_letter_retry"] = spec.retry_dead_letters
-    job_record: dict[str, Any] = {**identity, "fingerprint": _digest(identity)}
-    job_record["records_in"] = records_in
-    return job_record
+    retried = spec.retry_dead_letters or None  # the rows chosen are part of the input
+    record = JobRecord("", inputs, enrichment, reader, retried, records_in)
+    return replace(record, fingerprint=_digest(record.identity()))
 
 
 def _open_namespace(
-    store: SnapshotStore, key: NamespaceKey, spec: JobSpec, job_record: dict[str, Any]
+    store: SnapshotStore, key: NamespaceKey, spec: JobSpec, job_record: JobRecord
 ) -> Decision:
     """Resume, start fresh (discarding old snapshots) or find the job done; says which."""
-    decision = decide(store, key, job_record, spec.resume, job_record["records_in"])
+    decision = decide(store, key, job_record, spec.resume, job_record.records_in)
     logger.info("%s (%s)", decision.message, store.namespace_path(key))
     if decision.completed is None:
         if not decision.resume:
@@ -309,7 +313,7 @@ def _open_namespace(
 
 
 def _close_namespace(
-    store: SnapshotStore, key: NamespaceKey, spec: JobSpec, completion: dict[str, Any]
+    store: SnapshotStore, key: NamespaceKey, spec: JobSpec, completion: CompletionRecord
 ) -> None:
     """After a published success: keep the history (``--keep-snapshots``) or leave only
     the completion record, which makes the same job run again a no-op."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 import uuid
 from collections.abc import Callable
@@ -28,13 +29,23 @@ from typing import Any
 import fsspec
 from fsspec import AbstractFileSystem
 
-from spark_jobs.driver.current_result import RESULT, SUMMARY, read_result, relative_to
+from spark_jobs.driver.current_result import (
+    REJECTED,
+    RESULT,
+    RUN_FOLDER_CHARS,
+    RUNS,
+    SUMMARY,
+    ResultPathError,
+    read_result,
+    relative_to,
+)
+from spark_jobs.records.summary import JobSummary
 from spark_jobs.snapshots import LeaseError
-from spark_jobs.snapshots.contracts import JobSummary
 from spark_jobs.snapshots.paths import basename
 from spark_jobs.snapshots.storage import has_atomic_rename
 
-RUNS = "runs"
+logger = logging.getLogger(__name__)
+
 #: Where records sat beside the summary before run folders: removed at the first switch,
 #: so a reader still reading ``<output>/data/`` fails instead of reading a stale result.
 _LEGACY = ("data", "dead_letters")
@@ -61,10 +72,10 @@ class ParquetRun:
         return f"{self.staging}/dead_letters"
 
     def publish(self, summary: JobSummary, holds: Callable[[], bool]) -> JobSummary:
-        publish(self.staging, self.output, summary.to_json(), holds)
+        publish(self.staging, self.output, summary, holds)
         return summary
 
-    def set_aside(self, summary: dict[str, Any]) -> None:
+    def set_aside(self, summary: JobSummary) -> None:
         set_aside(self.staging, self.output, summary)
 
     def discard(self) -> None:
@@ -81,10 +92,10 @@ def staging_for(output: str, run_id: str) -> str:
 def rejected_for(output: str) -> str:
     """Where the result a dead-letter ceiling rejected is named, beside ``output`` and
     never in it: for a look at its dead letters and for ``--retry-dead-letters``."""
-    return f"{output.rstrip('/')}.rejected"
+    return f"{output.rstrip('/')}{REJECTED}"
 
 
-def publish(staging: str, output: str, summary: dict[str, Any], holds: Callable[[], bool]) -> None:
+def publish(staging: str, output: str, summary: JobSummary, holds: Callable[[], bool]) -> None:
     """Make the run in ``staging`` the output's result: write ``summary`` naming it as
     ``<output>/_SUMMARY.json``, then remove what it supersedes. ``holds`` is the run's
     lease check: a run fenced off raises :class:`LeaseError` and switches nothing.
@@ -94,26 +105,26 @@ def publish(staging: str, output: str, summary: dict[str, Any], holds: Callable[
     replaced = _named_run(output)  # kept: a reader may have resolved it just now
     if not holds():
         raise LeaseError(FENCED)
-    records = None if JobSummary.from_json(summary).budget is not None else staging
-    _point(output, summary, records)
+    records = None if summary.budget is not None else staging
+    _point(output, summary.to_json(), records)
     if _named_run(rejected_for(output)) is not None:  # superseded by the new result
         _remove(rejected_for(output))
     current = None if records is None else basename(records)
     _remove_runs(output, keep={current, replaced})
 
 
-def write_summary(location: str, summary: dict[str, Any]) -> None:
+def write_summary(location: str, summary: JobSummary) -> None:
     """A table output's ``_SUMMARY.json`` at ``location``: the summary naming the table
     versions the run committed, no run folder (readers read the table, not folders)."""
-    _point(location, summary, None)
+    _point(location, summary.to_json(), None)
 
 
-def set_aside(staging: str, output: str, summary: dict[str, Any]) -> None:
+def set_aside(staging: str, output: str, summary: JobSummary) -> None:
     """Name the rejected run in ``staging`` as :func:`rejected_for` ``output`` (replacing
     an older one, whose folder goes); the output itself is left as it was."""
     rejected = rejected_for(output)
     replaced = _named_run(rejected)
-    _point(rejected, summary, staging)
+    _point(rejected, summary.to_json(), staging)
     if replaced not in (None, basename(staging), _named_run(output)):
         _remove(f"{output.rstrip('/')}/{RUNS}/{replaced}")
 
@@ -150,10 +161,15 @@ def _point(location: str, summary: dict[str, Any], folder: str | None) -> None:
 
 
 def _named_run(location: str) -> str | None:
-    """The run folder name ``location``'s summary names (None: none, or no folder)."""
+    """The run folder name ``location``'s summary names (None: none, or no folder). A
+    summary naming something else is not this job's: it protects nothing and is replaced
+    (never read through: a ``result`` of ``../..`` made ``set_aside`` remove every run)."""
     try:
         folder = read_result(location).folder
     except FileNotFoundError:
+        return None
+    except ResultPathError as error:
+        logger.warning("%s; it is replaced by this run's", error)
         return None
     return None if folder is None or folder == location.rstrip("/") else basename(folder)
 
@@ -195,7 +211,7 @@ def _folder_name(run_id: str) -> str:
     folders back (``--retry-dead-letters``) and hands their paths out percent-encoded, so
     no ``%`` (nor ``:`` or ``+``, Airflow's run ids hold both). A run id that needed
     replacing keeps a hash of itself, so two stay apart; the token after it does the rest."""
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", run_id)[:80]
+    safe = re.sub(f"[^{RUN_FOLDER_CHARS}]", "_", run_id)[:80]
     if safe == run_id and set(safe) != {"."}:
         return safe
     return f"{safe}-{hashlib.sha256(run_id.encode()).hexdigest()[:12]}"

@@ -12,11 +12,15 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from spark_jobs.exit_status import ExitStatus
+from spark_jobs.records.job_record import JobRecord
+from spark_jobs.records.last_failure import LastFailure
+from spark_jobs.records.summary import JobSummary
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
-from spark_jobs.snapshots.contracts import JobSummary, PartitionStats
+from spark_jobs.snapshots.contracts import PartitionStats
 from spark_jobs.spec.failure_options import dead_letter_limit
 
 logger = logging.getLogger("enrich_job")
@@ -31,7 +35,7 @@ class RunFailed(Exception):
         exit_status: ExitStatus,
         reason: str,
         retry: str,
-        summary: dict[str, Any] | None = None,
+        summary: JobSummary | None = None,
     ):
         super().__init__(reason)
         self.exit_status = exit_status
@@ -39,14 +43,9 @@ class RunFailed(Exception):
         self.retry = retry
         self.summary = summary
 
-    def record(self, run_id: str) -> dict[str, Any]:
+    def record(self, run_id: str) -> LastFailure:
         """The ``last_failure`` entry of the job record."""
-        return {
-            "run_id": run_id,
-            "exit_status": int(self.exit_status),
-            "reason": self.reason,
-            "retry": self.retry,
-        }
+        return LastFailure(run_id, self.reason, self.retry, int(self.exit_status))
 
 
 def systemic_failure(partitions: Sequence[Any], run_id: str) -> RunFailed | None:
@@ -66,18 +65,17 @@ def systemic_failure(partitions: Sequence[Any], run_id: str) -> RunFailed | None
     )
 
 
-def dead_letter_ceiling(summary: dict[str, Any], ceiling: str | int | None) -> RunFailed | None:
+def dead_letter_ceiling(summary: JobSummary, ceiling: str | int | None) -> RunFailed | None:
     """The failure of a finished run whose dead letters crossed ``ceiling``; ``summary``
-    is the stored form (:class:`JobSummary`'s), kept in the failure with the reason."""
+    is kept in the failure with the reason."""
     if ceiling is None:
         return None
-    counts = JobSummary.from_json(summary)
-    limit = dead_letter_limit(ceiling, counts.records_in)
-    if counts.dead_letters <= limit:
+    limit = dead_letter_limit(ceiling, summary.records_in)
+    if summary.dead_letters <= limit:
         return None
     reason = (
-        f"dead-letter ceiling crossed: {counts.dead_letters} dead letters of "
-        f"{counts.records_in} records, more than --max-dead-letters {ceiling} "
+        f"dead-letter ceiling crossed: {summary.dead_letters} dead letters of "
+        f"{summary.records_in} records, more than --max-dead-letters {ceiling} "
         f"({limit}). Nothing was published; the snapshots are kept: a rerun replays "
         "the result without calling the API again."
     )
@@ -85,13 +83,14 @@ def dead_letter_ceiling(summary: dict[str, Any], ceiling: str | int | None) -> R
         "clearing this task replays the same result without calls, and fails again unless "
         "max_dead_letters is raised; read the errors in the snapshots' dead letters first"
     )
-    return RunFailed(ExitStatus.DEAD_LETTER_CEILING, reason, retry, {**summary, "failed": reason})
+    failed = replace(summary, failed=reason)
+    return RunFailed(ExitStatus.DEAD_LETTER_CEILING, reason, retry, failed)
 
 
 def fail_if(
     store: SnapshotStore,
     key: NamespaceKey,
-    job_record: dict[str, Any],
+    job_record: JobRecord,
     run_id: str,
     failure: RunFailed | None,
 ) -> None:
@@ -101,7 +100,7 @@ def fail_if(
     if failure is None:
         return
     if failure.summary is not None:
-        logger.error("summary: %s", json.dumps(failure.summary, sort_keys=True))
+        logger.error("summary: %s", json.dumps(failure.summary.to_json(), sort_keys=True))
     logger.error("run failed: %s", failure.reason)
-    store.write_job_record(key, {**job_record, "last_failure": failure.record(run_id)})
+    store.write_job_record(key, job_record.failed(failure.record(run_id)))
     raise failure

@@ -9,6 +9,7 @@ in one place.
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -87,9 +88,17 @@ def output_arrow_schema(input_schema: StructType, spec: JobSpec) -> pa.Schema:
     return pa.schema(fields)
 
 
+@dataclass(frozen=True)
+class OutputCounts:
+    """The records a run's output holds: enriched (``data/``) and dead letters."""
+
+    enriched: int
+    dead_letters: int
+
+
 def write_outputs(
     enriched: DataFrame, spec: JobSpec, data: str, dead_letters: str | None
-) -> dict[str, int]:
+) -> OutputCounts:
     """The enriched rows as Parquet in folder ``data`` and the dead letters in folder
     ``dead_letters``, or every row in ``data`` with its outcome inline (``_status``,
     ``_error``, ``_attempts``: ``dead_letters`` None), computed once (cached; a lost cache
@@ -126,7 +135,7 @@ def write_outputs(
             _write_dead_letters(cached.filter(failed), spec, dead_letters, failures)
     finally:
         cached.unpersist()
-    return {"enriched": rows - failures, "dead_letters": failures}
+    return OutputCounts(enriched=rows - failures, dead_letters=failures)
 
 
 def _write_dead_letters(dead: DataFrame, spec: JobSpec, folder: str, failures: int) -> None:

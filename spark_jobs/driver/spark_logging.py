@@ -1,44 +1,27 @@
 """Spark's own logging for the job: the shipped ``log4j2.properties`` at WARN by default.
 
-Spark logs hundreds of INFO lines a run; in a task log they bury the ten that matter
-(resume decision, progress, summary). The configuration must reach the driver JVM before
-it starts, so it travels as Java options: ``python -m spark_jobs.enrich_job`` puts them
-in ``PYSPARK_SUBMIT_ARGS`` (read when PySpark launches its JVM); the Airflow operator
-passes them in ``spark.driver.extraJavaOptions``. Under a plain ``spark-submit`` the JVM
-is already running with Spark's defaults, so the job sets the level once the session
-exists (lines before that stay Spark's). PySpark's own launch runs Spark as a shell, whose
-console shows WARN and above whatever the level: ``python -m`` can quiet Spark, not raise
-it; raise it under ``spark-submit``.
+Spark logs hundreds of INFO lines a run; in a task log they bury the ten that matter (resume
+decision, progress, summary). The configuration must reach the driver JVM before it starts,
+so it travels as Java options (``launch.java_options``): ``python -m
+spark_jobs.enrich_job`` puts them in ``PYSPARK_SUBMIT_ARGS`` (read when PySpark launches its
+JVM); the Airflow operator passes them in ``spark.driver.extraJavaOptions``. Under a plain
+``spark-submit`` the JVM is already running with Spark's defaults, so the job sets the level
+once the session exists (lines before that stay Spark's). PySpark's own launch runs Spark as
+a shell, whose console shows WARN and above whatever the level: ``python -m`` can quiet
+Spark, not raise it; raise it under ``spark-submit``.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from spark_jobs.launch import java_options
 
 if TYPE_CHECKING:
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
-
-LOG4J2_FILE = Path(__file__).with_name("log4j2.properties")
-LEVEL_PROPERTY = "enrich_job.spark_log_level"
-DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
-
-
-def java_options(level: str) -> str:
-    """The driver's Java options selecting the shipped configuration at ``level``."""
-    return f"-Dlog4j2.configurationFile={LOG4J2_FILE.as_uri()} -D{LEVEL_PROPERTY}={level}"
-
-
-def with_java_options(conf: dict[str, Any], level: str) -> dict[str, Any]:
-    """Spark ``conf`` (spark-submit's) with the driver JVM using the shipped file, added
-    to the driver's own Java options; a user's own log4j2 file is left alone."""
-    options = str(conf.get(DRIVER_JAVA_OPTIONS, ""))
-    if "log4j2.configurationFile" in options:
-        return dict(conf)
-    return {**conf, DRIVER_JAVA_OPTIONS: f"{options} {java_options(level)}".strip()}
 
 
 def configure_launch(level: str) -> None:

@@ -1,26 +1,36 @@
 """The Spark session the job runs in: Java present, the executors' Python (or a Spark
-Connect server's, ``connect.py``), and the settings that keep partition ids meaning the
-same rows in every attempt."""
+Connect server's, ``connect.py``), the settings that keep partition ids meaning the
+same rows in every attempt, and a redaction pattern that hides the variables secrets
+come from in the Spark UI and event log."""
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from spark_jobs.driver.class_archive import class_archive, set_aside
 from spark_jobs.driver.connect import connect_session
 from spark_jobs.driver.driver_jvm import jit_options, launching
-from spark_jobs.driver.launch_conf import launch_conf, under_spark_submit
 from spark_jobs.driver.spark_logging import quiet_builder
+from spark_jobs.spec.launch_conf import launch_conf, under_spark_submit
 from spark_jobs.spec.spec_error import SpecError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 logger = logging.getLogger(__name__)
+
+#: Spark's own ``spark.redaction.regex``: it matches a setting's name or value, so the
+#: API token's usual ``ENRICHMENT_API_TOKEN`` is hidden, but not ``CRM_KEY`` nor
+#: ``OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer …``.
+SPARK_REDACTION_REGEX = "(?i)secret|password|token|access[.]?key"
+#: The OpenTelemetry exporter's header variables (the job's metrics exporter reads both).
+OTLP_HEADER_VARIABLES = ("OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_METRICS_HEADERS")
 
 
 def check_java() -> None:
@@ -30,25 +40,39 @@ def check_java() -> None:
         )
 
 
-def spark_session(ship_env: str | None, remote: str | None = None) -> SparkSession:
+def spark_session(
+    ship_env: str | None, remote: str | None = None, secret_variables: Sequence[str] = ()
+) -> SparkSession:
     """The job's session: a Spark Connect client of ``remote`` (``sc://...``), else a
     classic one (spark-submit's, or ``local[*]`` under ``python -m``, its driver JVM
     mapping the class archive when there is one, ``class_archive.py``, with the JIT
-    options of ``driver_jvm.py``)."""
-    spark = connect_session(remote) if remote else _classic_session(ship_env)
+    options of ``driver_jvm.py``, hiding ``secret_variables`` and the OTLP headers in
+    its UI, :func:`redaction_regex`)."""
+    spark = connect_session(remote) if remote else _classic_session(ship_env, secret_variables)
     # Partition ids must mean the same rows in every attempt: no adaptive coalescing.
     spark.conf.set("spark.sql.adaptive.enabled", "false")
     spark.conf.set("spark.sql.shuffle.partitions", "8")  # only the small per-partition count
     return spark
 
 
-def _classic_session(ship_env: str | None) -> SparkSession:
+def redaction_regex(submitted: str | None, secret_variables: Sequence[str]) -> str:
+    """``spark.redaction.regex``: the launch's (else Spark's default) and the names of the
+    variables the executors read secrets from, so ``spark.executorEnv.<name>`` shows as
+    ``*********(redacted)`` in the Spark UI, its REST API and the event log. (The
+    command line that set it is another matter: see docs/telemetry.md.)"""
+    names = [*OTLP_HEADER_VARIABLES, *secret_variables]
+    return "|".join([submitted or SPARK_REDACTION_REGEX, *map(re.escape, names)])
+
+
+def _classic_session(ship_env: str | None, secret_variables: Sequence[str]) -> SparkSession:
     from pyspark import SparkContext
     from pyspark.errors import PySparkRuntimeError
     from pyspark.sql import SparkSession
 
     submitted = launch_conf()  # spark-submit's --master, --files, --conf
     builder = quiet_builder(SparkSession.builder.appName("enrich_job"), submitted)
+    regex = redaction_regex(submitted.get("spark.redaction.regex", None), secret_variables)
+    builder = builder.config("spark.redaction.regex", regex)
     if ship_env:
         # The PEX travels with the job (into every executor's working directory) and is
         # the executors' Python: it holds the job's packages, Spark adds its own.

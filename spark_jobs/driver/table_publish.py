@@ -11,7 +11,7 @@ same identity, and the table's log says whether it landed: nothing is committed 
 
 The dead-letter table (``<output>_dead_letters``) commits first, the data table second,
 the summary naming both versions last (in the interval's partition folder,
-``current_result.summary_location``); the completion record the job then
+``defaults.summary_location``); the completion record the job then
 writes makes a retry after success a no-op without reading the tables. A fresh start
 (``--resume never``, a discard) clears the namespace: its publish is a new one.
 """
@@ -20,11 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Protocol
 
-from spark_jobs.defaults import DEAD_LETTER_TABLE_SUFFIX, WriteMode
+from spark_jobs.defaults import DEAD_LETTER_TABLE_SUFFIX, WriteMode, summary_location
 from spark_jobs.driver import delta_publish, iceberg_publish
-from spark_jobs.driver.current_result import summary_location
 from spark_jobs.driver.delta_publish import (
     DataInterval,
     MergeKeys,
@@ -33,8 +32,8 @@ from spark_jobs.driver.delta_publish import (
     run_folder_root,
 )
 from spark_jobs.driver.publish import FENCED, discard, staging_for, write_summary
+from spark_jobs.records.summary import JobSummary, TablePublish, TableVersion
 from spark_jobs.snapshots import LeaseError, NamespaceKey, SnapshotStore
-from spark_jobs.snapshots.contracts import JobSummary, TablePublish, TableVersion
 from spark_jobs.spec.job_spec import JobSpec
 from spark_jobs.spec.output_options import INLINE_COLUMNS
 
@@ -97,7 +96,7 @@ class TableRun:
             output, spec.output_format, spec.interval_start, spec.interval_column
         )
         if summary.budget is not None:
-            write_summary(location, summary.to_json())  # what the next try resumes
+            write_summary(location, summary)  # what the next try resumes
             return summary
         tables = [output] if self.dead_letters is None else [dead_letter_table(output), output]
         app_id = f"{self.key.dag_id}/{self.key.task_id}/{self.key.interval_start}"
@@ -113,10 +112,10 @@ class TableRun:
         )
         if not holds():
             raise LeaseError(FENCED)
-        write_summary(location, summary.to_json())
+        write_summary(location, summary)
         return summary
 
-    def set_aside(self, summary: dict[str, Any]) -> None:
+    def set_aside(self, summary: JobSummary) -> None:
         """A rejected run (dead-letter ceiling) commits nothing; its snapshots stay."""
 
     def discard(self) -> None:

@@ -23,6 +23,8 @@ from collections.abc import Hashable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from spark_jobs.records.enricher_stats import EnricherStats
+
 from .call_pacing import CallPacing
 from .calls import (
     AnswerMapping,
@@ -153,25 +155,25 @@ class HttpEnricher:
         return self._sender.outcomes.counts()
 
     @property
-    def stats(self) -> dict[str, Any]:
-        """Counters since the enricher was created, as plain (JSON-ready) data."""
+    def stats(self) -> EnricherStats:
+        """Counters since the enricher was created."""
         sender = self._sender
-        return {
-            "requests_made": sender.requests_made,
-            "responses_by_status": dict(sender.responses_by_status),
-            "retryable_errors": sender.retryable_errors,
-            "throttled": sender.throttled,
-            "cache_hits": self.cache_hits,
-            "calls_saved_by_coalescing": (
+        return EnricherStats(
+            requests_made=sender.requests_made,
+            responses_by_status=dict(sender.responses_by_status),
+            retryable_errors=sender.retryable_errors,
+            throttled=sender.throttled,
+            cache_hits=self.cache_hits,
+            calls_saved_by_coalescing=(
                 self._coalescer.saved_calls if self._coalescer is not None else 0
             ),
-            "current_concurrency_limit": sender.limiter.limit,
-            "in_flight": sender.limiter.in_flight,
-            "concurrency_decreases": sender.limiter.decreases,
-            "rate_decreases": sender.rate.decreases,
-            "batches_sent": self._calls.batches_sent,
-            "hedges_sent": sender.hedges_sent,
-            "stragglers_resent": sender.stragglers_resent,
-            "retries_by_reason": dict(sender.retries_by_reason),
-            "response_cache_hits": self._calls.stored_hits,
-        }
+            current_concurrency_limit=sender.limiter.limit,
+            in_flight=sender.limiter.in_flight,
+            concurrency_decreases=sender.limiter.decreases,
+            rate_decreases=sender.rate.decreases,
+            batches_sent=self._calls.batches_sent,
+            hedges_sent=sender.hedges_sent,
+            stragglers_resent=sender.stragglers_resent,
+            retries_by_reason=dict(sender.retries_by_reason),
+            response_cache_hits=self._calls.stored_hits,
+        )

@@ -11,10 +11,10 @@ scrubbed, in every form a server may echo it in, from any error message.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from .redaction import HIDDEN, encoded_forms, redact
+from .redaction import HIDDEN, compile_secret, redact
 
 
 class SecretError(ValueError):
@@ -24,21 +24,28 @@ class SecretError(ValueError):
 class Secret:
     """A string that does not show itself in ``repr``/``str``; ``reveal()`` returns it."""
 
-    __slots__ = ("_forms", "_value")
+    __slots__ = ("_spellings", "_value")
 
     def __init__(self, value: str) -> None:
         if not value:
             raise SecretError("a secret must not be empty")
         self._value = value
-        self._forms = encoded_forms(value)
+        self._spellings = compile_secret(value)
 
     def reveal(self) -> str:
         return self._value
 
     def redact(self, text: str) -> str:
         """``text`` with the secret replaced by ``***`` wherever it shows: as sent,
-        JSON-escaped, URL-encoded, base64-encoded, or cut short (``redaction.py``)."""
-        return redact(text, self._forms)
+        JSON-, HTML- or ``repr``-escaped, URL-encoded, base64-encoded, or cut short
+        (``redaction.py``)."""
+        return redact(text, self._spellings)
+
+    @staticmethod
+    def redact_all(text: str, secrets: Iterable[Secret]) -> str:
+        """``text`` redacted of every one of ``secrets`` in one pass: one secret's match
+        cut short must not hide another's rest (two keys sharing their first characters)."""
+        return redact(text, [spelling for secret in secrets for spelling in secret._spellings])
 
     def __repr__(self) -> str:
         return f"Secret({HIDDEN!r})"

@@ -137,9 +137,7 @@ class RequestSender:
                 await self.rate.wait_for_slot(wait)
 
     def redact(self, text: str) -> str:
-        for secret in self._secrets:
-            text = secret.redact(text)
-        return text
+        return Secret.redact_all(text, self._secrets)
 
     def _send_hedge(
         self, method: str, url: str, body: str | None, *, allow_404: bool

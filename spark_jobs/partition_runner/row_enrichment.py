@@ -23,6 +23,7 @@ from spark_jobs.enrichers.model_endpoint import ModelAnswers, ModelPacing
 from spark_jobs.partition_runner.cache_scope import read_cache_scope
 from spark_jobs.partition_runner.input_lines import describe_lines, record_lines
 from spark_jobs.partition_runner.response_cache import ResponseCache
+from spark_jobs.records.enricher_stats import EnricherStats
 from spark_jobs.spec.input_options import CORRUPT_RECORD
 from spark_jobs.spec.job_spec import JobSpec
 from spark_jobs.spec.model_options import model_config
@@ -96,6 +97,8 @@ class RowEnrichment:
     recent_calls: Callable[[], dict[str, int]] = dict
     """The last minute's answers by outcome, which each cut carries for progress lines
     (the HTTP enricher's ``call_outcomes.py``; a user's function counts none)."""
+    stats: Callable[[], EnricherStats] = EnricherStats
+    """What the telemetry exports (a user's function counts its calls only)."""
 
 
 @asynccontextmanager
@@ -114,7 +117,7 @@ async def open_row_enrichment(
     if spec.enricher:
         async with open_user_function(spec.enricher) as user_function:
             enrichment = _user_enrichment(spec, user_function, request_budget)
-            telemetry.watch(enrichment.counters)
+            telemetry.watch(enrichment.stats)
             yield enrichment
         return
     stored = None
@@ -172,7 +175,7 @@ async def _open_response_cache(spec: JobSpec, cache_dir: str, partition: int) ->
 
 
 def _http_counters(enrich: HttpEnricher) -> Callable[[], dict[str, int]]:
-    return lambda: _counted(enrich.stats)
+    return lambda: enrich.stats.call_counters()
 
 
 def _with_tokens(
@@ -180,15 +183,6 @@ def _with_tokens(
 ) -> Callable[[], dict[str, int]]:
     """The call counters and the tokens paid for (``pacing.py`` counts them)."""
     return lambda: {**counters(), **pacing.counters}
-
-
-def _counted(stats: dict[str, Any]) -> dict[str, int]:
-    return {
-        "requests_made": int(stats["requests_made"]),
-        "response_cache_hits": int(stats["response_cache_hits"]),
-        "coalesced_calls": int(stats["calls_saved_by_coalescing"]),
-        "cache_hits": int(stats["cache_hits"]),
-    }
 
 
 def _guarded(spec: JobSpec, function: RowFunction) -> RowFunction:
@@ -224,7 +218,11 @@ def _user_enrichment(
         calls += 1
         return fields.output(await user_function(row), where)
 
-    return RowEnrichment(_guarded(spec, mapped), lambda: {"requests_made": calls})
+    return RowEnrichment(
+        _guarded(spec, mapped),
+        lambda: {"requests_made": calls},
+        stats=lambda: EnricherStats(requests_made=calls),
+    )
 
 
 def _raise_if_invalid(row: Mapping[str, Any], spec: JobSpec) -> None:

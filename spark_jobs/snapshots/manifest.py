@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .counters import check_stats
+from .contracts import check_stats
 from .documents import ManifestError, is_sha256_hex, seal, unseal
 from .paths import COMMIT_PATH, SEGMENT_PATH, encode_component
 

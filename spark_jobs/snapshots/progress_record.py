@@ -32,8 +32,9 @@ from datetime import UTC, datetime
 from operator import attrgetter
 from typing import Any
 
-from .contracts import format_count
-from .counters import MAX_OUTCOMES_STORED, is_outcome_counts
+from spark_jobs.records.values import format_count
+
+from .contracts import MAX_OUTCOMES_STORED, is_outcome_counts
 from .documents import ManifestError, parse_stored_json
 from .paths import MAX_PARTITIONS
 

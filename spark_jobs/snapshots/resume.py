@@ -1,9 +1,10 @@
 """Deciding whether a run resumes, and saying so in one line a person can act on.
 
 Shared by the Spark driver (which knows the job fingerprint) and the Airflow operator
-(which reports what it found before submitting). The fingerprint record is a dict of
-named parts (input files with sizes and modification times, enrichment identity), so a
-mismatch can be explained part by part rather than as two opaque hashes.
+(which reports what it found before submitting). The job record
+(``spark_jobs/records/job_record.py``) holds the fingerprint's named parts (input files
+with sizes and modification times, enrichment identity), so a mismatch can be explained
+part by part rather than as two opaque hashes.
 """
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
+
+from spark_jobs.records.completion import CompletionRecord
+from spark_jobs.records.job_record import JobRecord
 
 from .manifest_progress import NamespaceInfo
 from .paths import NamespaceKey
@@ -29,7 +33,7 @@ class ResumeRefusedError(RuntimeError):
 class Decision:
     resume: bool
     message: str
-    completed: dict[str, Any] | None = None
+    completed: CompletionRecord | None = None
     """The completion record when this very job has already been published: nothing to do."""
 
 
@@ -63,10 +67,10 @@ def resume_progress(store: SnapshotStore, key: NamespaceKey) -> ProgressSummary:
     return read_progress(store, key)
 
 
-def explain_changes(before: dict[str, Any], now: dict[str, Any]) -> list[str]:
+def explain_changes(before: JobRecord, now: JobRecord) -> list[str]:
     """Human-readable differences between two job records."""
     changes = []
-    old_inputs, new_inputs = before.get("inputs", {}), now.get("inputs", {})
+    old_inputs, new_inputs = before.inputs, now.inputs
     for path in sorted(set(old_inputs) | set(new_inputs)):
         if path not in new_inputs:
             changes.append(f"input file removed: {path}")
@@ -76,9 +80,9 @@ def explain_changes(before: dict[str, Any], now: dict[str, Any]) -> list[str]:
             changes.append(
                 f"input file changed: {path} (size/mtime {old_inputs[path]} -> {new_inputs[path]})"
             )
-    if before.get("reader") != now.get("reader"):
-        changes.append(f"input reader changed: {before.get('reader')} -> {now.get('reader')}")
-    old_conf, new_conf = before.get("enrichment", {}), now.get("enrichment", {})
+    if before.reader != now.reader:
+        changes.append(f"input reader changed: {before.reader} -> {now.reader}")
+    old_conf, new_conf = before.enrichment, now.enrichment
     for name in sorted(set(old_conf) | set(new_conf)):
         if old_conf.get(name) != new_conf.get(name):
             changes.append(f"enrichment config changed: {name}")
@@ -88,7 +92,7 @@ def explain_changes(before: dict[str, Any], now: dict[str, Any]) -> list[str]:
 def decide(
     store: SnapshotStore,
     key: NamespaceKey,
-    job_record: dict[str, Any],
+    job_record: JobRecord,
     mode: str,
     records_total: int | None,
 ) -> Decision:
@@ -100,10 +104,10 @@ def decide(
     if mode == "never":
         return Decision(False, "starting fresh: --resume never")
     completed = store.read_completed(key)
-    if completed is not None and completed.get("fingerprint") == job_record["fingerprint"]:
+    if completed is not None and completed.fingerprint == job_record.fingerprint:
         return Decision(
             False,
-            f"already complete: run {completed.get('run_id')} published this job's output; "
+            f"already complete: run {completed.run_id} published this job's output; "
             "nothing to do (--resume never runs it again)",
             completed,
         )
@@ -115,8 +119,8 @@ def decide(
                 f"--resume require: no snapshot found under {store.namespace_path(key)}"
             )
         return Decision(False, "starting fresh: no snapshot for this run yet")
-    if previous is None or previous.get("fingerprint") != job_record["fingerprint"]:
-        changes = explain_changes(previous or {}, job_record)
+    if previous is None or previous.fingerprint != job_record.fingerprint:
+        changes = explain_changes(previous or JobRecord(), job_record)
         reason = "; ".join(changes)
         if mode == "require":
             raise ResumeRefusedError(

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .lease_file import Lease
+from .lease import Lease
 from .progress_record import ProgressRecord
 
 #: A sign of life is overdue after this many of its expected intervals without one.

@@ -14,11 +14,12 @@ from typing import Any
 
 from fsspec.core import url_to_fs
 
+from spark_jobs.records.completion import CompletionRecord
+from spark_jobs.records.job_record import JobRecord
+
 from .attempt_counts import AttemptLedger, LedgerReading
-from .counters import check_completion
 from .documents import ManifestError, read_document
-from .lease import DEFAULT_TTL_S, LEASE_FILE, NamespaceLease
-from .lease_holder import Holder
+from .lease import DEFAULT_TTL_S, LEASE_FILE, Holder, NamespaceLease
 from .manifest_progress import PartitionProgress
 from .partition import DEFAULT_GRACE, PartitionSnapshots
 from .paths import (
@@ -127,22 +128,21 @@ class SnapshotStore:
             for interval_start, _ in self._subdirs(task_path)
         ]
 
-    def write_job_record(self, key: NamespaceKey, record: Mapping[str, Any]) -> None:
+    def write_job_record(self, key: NamespaceKey, record: JobRecord) -> None:
         """Store the run's description (fingerprint and its parts; no secrets) atomically."""
-        data = json.dumps(record, sort_keys=True, indent=1).encode()
+        data = json.dumps(record.to_json(), sort_keys=True, indent=1).encode()
         write_atomically(self._fs, self.namespace_path(key), JOB_RECORD, data)
 
-    def read_job_record(self, key: NamespaceKey) -> dict[str, Any] | None:
+    def read_job_record(self, key: NamespaceKey) -> JobRecord | None:
         """The description written by :meth:`write_job_record`, or None if absent/unreadable."""
         path = f"{self.namespace_path(key)}/{JOB_RECORD}"
         try:
-            record = read_document(self._fs, path, "job record")
+            return JobRecord.from_json(read_document(self._fs, path, "job record"))
         except FileNotFoundError:
             return None
-        except ManifestError as error:
+        except ValueError as error:  # ManifestError, or a field of the wrong type
             logger.warning("ignoring unreadable job record %s: %s", path, error)
             return None
-        return record if isinstance(record, dict) else None
 
     def write_table_publish(self, key: NamespaceKey, sequence: int) -> None:
         """Fix the publish sequence of the run the namespace holds (atomically)."""
@@ -180,13 +180,13 @@ class SnapshotStore:
                 self._fs.rm(entry["name"], recursive=True)
         self._fs.invalidate_cache(path)
 
-    def mark_completed(self, key: NamespaceKey, record: Mapping[str, Any]) -> None:
+    def mark_completed(self, key: NamespaceKey, record: CompletionRecord) -> None:
         """Replace the snapshots by a completion record (fingerprint, run, summary)."""
         self.discard_snapshots(key)
-        data = json.dumps(record, sort_keys=True, indent=1).encode()
+        data = json.dumps(record.to_json(), sort_keys=True, indent=1).encode()
         write_atomically(self._fs, self.namespace_path(key), COMPLETED_RECORD, data)
 
-    def read_completed(self, key: NamespaceKey) -> dict[str, Any] | None:
+    def read_completed(self, key: NamespaceKey) -> CompletionRecord | None:
         """The record of :meth:`mark_completed`, or None (also when it is unreadable:
         logged, and the namespace counts as not completed)."""
         try:
@@ -195,15 +195,18 @@ class SnapshotStore:
             logger.warning("ignoring an unreadable completion record of %s: %s", key, error)
             return None
 
-    def completion_record(self, key: NamespaceKey) -> dict[str, Any] | None:
+    def completion_record(self, key: NamespaceKey) -> CompletionRecord | None:
         """The record of :meth:`mark_completed`, None when there is none; raises
-        ManifestError when it is unreadable or its counts are not numbers (``counters.py``)."""
+        ManifestError when it is unreadable or a field is of the wrong type."""
         path = f"{self.namespace_path(key)}/{COMPLETED_RECORD}"
         try:
-            record = read_document(self._fs, path, "completion record")
+            document = read_document(self._fs, path, "completion record")
         except FileNotFoundError:
             return None
-        return check_completion(record, "completion record")
+        try:
+            return CompletionRecord.from_json(document, "completion record")
+        except ValueError as error:  # a field of the wrong type: unreadable as a whole
+            raise ManifestError(str(error)) from None
 
     def discard(self, key: NamespaceKey) -> bool:
         """Recursively delete a task run's snapshots; returns whether anything existed."""

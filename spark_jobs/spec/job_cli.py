@@ -26,7 +26,7 @@ from spark_jobs.snapshots.lease import MAX_TTL_S
 from spark_jobs.spec.http_options import ATTEMPT_DEADLINE_SHARES
 from spark_jobs.spec.job_spec import QUEUE_FACTOR, JobSpec
 from spark_jobs.spec.spec_sources import HTTP_FLAGS, merge_options
-from spark_jobs.telemetry import ENDPOINT_VARIABLE, endpoint_from_environment
+from spark_jobs.spec.telemetry_options import ENDPOINT_VARIABLE, endpoint_from_environment
 
 
 def option_defaults() -> dict[str, Any]:

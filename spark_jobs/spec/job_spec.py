@@ -33,7 +33,7 @@ from spark_jobs.spec.path_overlap import check_separate_paths
 from spark_jobs.spec.remote_option import check_remote_option
 from spark_jobs.spec.run_options import check_run_options
 from spark_jobs.spec.spec_error import SpecError
-from spark_jobs.telemetry import check_telemetry_options
+from spark_jobs.spec.telemetry_options import check_telemetry_options
 
 # With the HTTP enricher the operator's queue holds this many times ``capacity``: records
 # finished behind a slow one (ordered mode, a Retry-After, a stall) keep waiting for their

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Protocol
 
 import pyarrow as pa
 
 from spark_jobs.enrichers import ResponseField
 from spark_jobs.enrichers.model_endpoint import COST_UNITS, ModelConfig
+from spark_jobs.records.cost import CostReport
 from spark_jobs.spec.option_values import check
 from spark_jobs.spec.spec_error import SpecError
 
@@ -79,15 +81,15 @@ def cost_units(max_cost: float) -> int:
     return max(1, math.floor(max_cost * COST_UNITS))
 
 
-def token_report(config: ModelConfig, totals: Mapping[str, int]) -> dict[str, Any]:
-    """The run's tokens (calls paid for, every attempt) and, with prices, their cost."""
-    prompt, completion = (
-        int(totals.get("prompt_tokens", 0)),
-        int(totals.get("completion_tokens", 0)),
+def token_report(config: ModelConfig, prompt: int, completion: int, cost: CostReport) -> CostReport:
+    """``cost`` with the run's tokens (calls paid for, every attempt) and, with prices,
+    their cost."""
+    report = replace(cost, prompt_tokens=prompt, completion_tokens=completion)
+    if not config.priced:
+        return report
+    return replace(
+        report,
+        price_input_per_million=config.price_input_per_million,
+        price_output_per_million=config.price_output_per_million,
+        token_cost=round(config.cost(prompt, completion), 6),
     )
-    report: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion}
-    if config.priced:
-        report["price_input_per_million"] = config.price_input_per_million
-        report["price_output_per_million"] = config.price_output_per_million
-        report["token_cost"] = round(config.cost(prompt, completion), 6)
-    return report

@@ -7,14 +7,8 @@ visible in ``ps``). How the job runs over Connect is ``driver/connect.py``.
 
 from __future__ import annotations
 
-import re
-
+from spark_jobs.launch import REMOTE_ENV, remote_secret
 from spark_jobs.spec.spec_error import SpecError
-
-#: The environment variable PySpark itself reads a Connect URL from.
-REMOTE_ENV = "SPARK_REMOTE"
-#: A URL parameter that holds a secret (its value is never logged nor taken from argv).
-SECRET_PARAMETER = re.compile(r"(token)=[^;]*", re.IGNORECASE)
 
 
 def check_remote_option(remote: str | None) -> None:
@@ -23,7 +17,7 @@ def check_remote_option(remote: str | None) -> None:
         return
     if not remote.startswith("sc://"):
         raise SpecError(f"remote: expected a Spark Connect URL sc://host:port, got {remote!r}")
-    if SECRET_PARAMETER.search(remote):
+    if remote_secret(remote):
         raise SpecError(
             f"remote: a token does not belong on the command line or in a spec file; put the "
             f"URL with its token in the environment variable {REMOTE_ENV} instead"

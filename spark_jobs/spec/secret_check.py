@@ -16,9 +16,9 @@ is set in it.
 
 from __future__ import annotations
 
-from spark_jobs.driver.launch_conf import launch_conf, under_spark_submit
 from spark_jobs.enrichers.secrets import SecretError, check_secret_variables, secret_variables
 from spark_jobs.spec.job_spec import JobSpec
+from spark_jobs.spec.launch_conf import launch_conf, under_spark_submit
 from spark_jobs.spec.spec_error import SpecError
 
 #: Spark settings that give the executors an environment variable (suffix: its name).

@@ -24,11 +24,10 @@ only: the partition runner imports this module whether telemetry is on or not.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from spark_jobs.spec.option_values import check
+from spark_jobs.records.enricher_stats import EnricherStats
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -41,12 +40,11 @@ LINEAGE_ATTRIBUTES = {
     "name": "openlineage.parent.job.name",
     "run_id": "openlineage.parent.run.id",
 }
-#: The standard variable that turns telemetry on when ``--otel-endpoint`` is not given.
-ENDPOINT_VARIABLE = "OTEL_EXPORTER_OTLP_ENDPOINT"
 
 
 class TelemetryOptions(Protocol):
-    """The job spec's fields telemetry reads (``JobSpec``, which imports this module)."""
+    """The job spec's fields telemetry reads (``JobSpec``; its options are checked in
+    ``spec/telemetry_options.py``)."""
 
     @property
     def otel_endpoint(self) -> str | None: ...
@@ -79,7 +77,7 @@ class PartitionTelemetry(Protocol):
         """The observer for requests to ``url_template``'s server; None when off."""
         ...
 
-    def watch(self, counters: Callable[[], Mapping[str, Any]]) -> None:
+    def watch(self, counters: Callable[[], EnricherStats]) -> None:
         """Read the enricher's ``counters`` (its ``stats``) at every export."""
         ...
 
@@ -103,7 +101,7 @@ class _NoTelemetry:
     def request_observer(self, url_template: str) -> RequestObserver | None:
         return None
 
-    def watch(self, counters: Callable[[], Mapping[str, Any]]) -> None:
+    def watch(self, counters: Callable[[], EnricherStats]) -> None:
         pass
 
     def replayed(self, records: int) -> None:
@@ -142,40 +140,4 @@ def partition_telemetry(
             attributes[LINEAGE_ATTRIBUTES[name]] = value
     return OtelPartitionTelemetry(
         spec.otel_endpoint, spec.otel_interval, attributes, spec.cost_per_request
-    )
-
-
-def endpoint_from_environment(endpoint: str | None) -> str | None:
-    """``--otel-endpoint``, else the standard ``OTEL_EXPORTER_OTLP_ENDPOINT`` (read on the
-    driver, so executors started without it export too)."""
-    return endpoint or os.environ.get(ENDPOINT_VARIABLE) or None
-
-
-def check_telemetry_options(spec: TelemetryOptions) -> None:
-    """An endpoint is an http(s) base URL without credentials or query (it is logged and
-    goes on the command line; collector headers come from OTEL_EXPORTER_OTLP_HEADERS)."""
-    from importlib.util import find_spec
-    from urllib.parse import urlsplit
-
-    check(spec.otel_interval > 0, "otel_interval", f"must be > 0, got {spec.otel_interval!r}")
-    if not spec.otel_endpoint:
-        return
-    parts = urlsplit(spec.otel_endpoint)
-    check(  # before anything that quotes the URL
-        not (parts.username or parts.password or parts.query),
-        "otel_endpoint",
-        "must not hold credentials or a query; give collector headers in "
-        "OTEL_EXPORTER_OTLP_HEADERS",
-    )
-    check(
-        parts.scheme in ("http", "https") and bool(parts.hostname),
-        "otel_endpoint",
-        f"must be an http(s) URL such as http://collector:4318, got {spec.otel_endpoint!r}",
-    )
-    check(
-        find_spec("opentelemetry.sdk") is not None
-        and find_spec("opentelemetry.exporter.otlp.proto.http") is not None,
-        "otel_endpoint",
-        "needs opentelemetry-sdk and opentelemetry-exporter-otlp-proto-http where the job "
-        "runs (pip install 'resumable-enrichment[otel]'; make dist packs them)",
     )

@@ -27,6 +27,8 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import SERVICE_INSTANCE_ID, SERVICE_NAME, Resource
 
+from spark_jobs.records.enricher_stats import EnricherStats
+
 from .http_client import HttpClientMetrics, WithHttpClientMetrics
 
 SERVICE = "resumable-enrichment"
@@ -87,7 +89,7 @@ class OtelPartitionTelemetry:
         )
         self._meter = self._provider.get_meter("spark_jobs.telemetry")
         self._cost_per_request = cost_per_request
-        self._counters: Callable[[], Mapping[str, Any]] = dict
+        self._counters: Callable[[], EnricherStats] = EnricherStats
         self._instruments()
 
     def _instruments(self) -> None:
@@ -115,19 +117,19 @@ class OtelPartitionTelemetry:
         self, keys: tuple[tuple[str, Mapping[str, str]], ...]
     ) -> Callable[[CallbackOptions], Iterable[Observation]]:
         def observe(options: CallbackOptions) -> Iterable[Observation]:
-            counters = self._counters()
-            return [Observation(counters[k], dict(a)) for k, a in keys if k in counters]
+            stats = self._counters()
+            return [Observation(getattr(stats, name), dict(a)) for name, a in keys]
 
         return observe
 
     def _retries(self, options: CallbackOptions) -> Iterable[Observation]:
-        reasons = self._counters().get("retries_by_reason") or {}
+        reasons = self._counters().retries_by_reason
         return [Observation(n, {"error.type": reason}) for reason, n in reasons.items()]
 
     def _cost(self, options: CallbackOptions) -> Iterable[Observation]:
         if self._cost_per_request is None:
             return []
-        requests = int(self._counters().get("requests_made", 0))
+        requests = self._counters().requests_made
         return [Observation(requests * self._cost_per_request)]
 
     def request_observer(self, url_template: str) -> HttpClientMetrics:
@@ -135,7 +137,7 @@ class OtelPartitionTelemetry:
         self._exporter.clients.append(client)
         return client
 
-    def watch(self, counters: Callable[[], Mapping[str, Any]]) -> None:
+    def watch(self, counters: Callable[[], EnricherStats]) -> None:
         self._counters = counters
 
     def replayed(self, records: int) -> None:

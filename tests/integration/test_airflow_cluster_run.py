@@ -14,7 +14,7 @@ import pytest
 from airflow.sdk import Asset
 from airflow.sdk.exceptions import AirflowException
 
-from spark_jobs.snapshots.contracts import JobSummary
+from spark_jobs.records.summary import JobSummary
 
 from .operator_support import enrichment_operator
 

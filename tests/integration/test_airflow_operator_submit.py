@@ -8,7 +8,8 @@ import json
 import pytest
 
 from enrichment_airflow.enrichment_hook import EnrichmentApiHook
-from enrichment_airflow.enrichment_operator import ENRICH_JOB, ResumableEnrichmentOperator
+from enrichment_airflow.enrichment_operator import ResumableEnrichmentOperator
+from spark_jobs.launch import ENRICH_JOB
 
 from .operator_support import enrichment_operator, submit_hook
 

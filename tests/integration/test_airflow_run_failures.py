@@ -16,6 +16,8 @@ from demo.stack import airflow, airflow_env, demo_api
 from enrichment_airflow.enrichment_hook import EnrichmentApiHook
 from enrichment_airflow.job_arguments import job_arguments
 from spark_jobs.defaults import DEAD_LETTER_RETRY_SUFFIX
+from spark_jobs.records.job_record import JobRecord
+from spark_jobs.records.last_failure import LastFailure
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 
 from .airflow_support import init_airflow
@@ -181,17 +183,15 @@ def test_the_hook_fails_the_task_with_the_job_s_reason_for_its_own_run_only(tmp_
     from airflow.sdk.exceptions import AirflowFailException
 
     key = NamespaceKey("d", "enrich", "day")
-    failure = {"run_id": "run-1", "exit_status": 6, "reason": "partition 0: systemic failure."}
-    SnapshotStore(str(tmp_path)).write_job_record(
-        key, {"fingerprint": "f", "last_failure": {**failure, "retry": "fix it, then clear"}}
-    )
+    failure = LastFailure("run-1", "partition 0: systemic failure.", "fix it, then clear", 6)
+    SnapshotStore(str(tmp_path)).write_job_record(key, JobRecord("f", last_failure=failure))
     hook = EnrichmentApiHook(snapshot_root=str(tmp_path))
     hook.fail_for_a_failed_run(key, "run-0")  # another run's failure: not this task's
     with pytest.raises(AirflowFailException, match=r"systemic failure\. A retry: fix it, then"):
         hook.fail_for_a_failed_run(key, "run-1")
     retry_key = NamespaceKey("d", f"enrich{DEAD_LETTER_RETRY_SUFFIX}", "day")
-    ceiling = {"run_id": "run-2", "reason": "dead-letter ceiling crossed.", "retry": "clear"}
-    SnapshotStore(str(tmp_path)).write_job_record(retry_key, {"last_failure": ceiling})
+    ceiling = LastFailure("run-2", "dead-letter ceiling crossed.", "clear")
+    SnapshotStore(str(tmp_path)).write_job_record(retry_key, JobRecord(last_failure=ceiling))
     with pytest.raises(AirflowFailException, match=r"ceiling crossed\. A retry: clear"):
         hook.fail_for_a_failed_run(key, "run-2")  # a --retry-dead-letters run's failure
 

@@ -14,7 +14,7 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from structlog.testing import capture_logs
 
 from enrichment_airflow.enrichment_hook import EnrichmentApiHook
-from enrichment_airflow.enrichment_operator import ENRICH_JOB
+from spark_jobs.launch import ENRICH_JOB
 
 from .operator_support import enrichment_operator, submit_hook
 

@@ -4,10 +4,12 @@ and neither publishes anything nor loses what was paid for."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -204,3 +206,31 @@ def test_a_retry_of_dead_letters_killed_midway_resumes_in_its_own_namespace(tmp_
     assert dead_after == [] and Counter(r["id"] for r in data) == Counter(ids)
     assert set(repeated) == {r["id"] for r in dead}, "calls only for the dead letters"
     assert summary["dead_letter_retry"]["retried"] == len(dead)
+
+
+def test_retry_dead_letters_refuses_a_rejected_summary_naming_a_folder_outside_the_output(
+    tmp_path,
+):
+    """A planted ``<output>.rejected/_SUMMARY.json`` whose ``result`` leaves the output:
+    the retry reads nothing there, calls nothing and publishes nothing."""
+    write_input(tmp_path / "in" / "part.jsonl", ["k00001", "k00002"])
+    foreign = tmp_path / "elsewhere" / "runs" / "x"
+    (foreign / "data").mkdir(parents=True)
+    (foreign / "dead_letters").mkdir()
+    pq.write_table(pa.table({"id": ["secret-row"], "name": ["x"]}), foreign / "data" / "p.parquet")
+    dead = {"id": ["other-key"], "error": ["ServerError: no"], "attempts": [1]}
+    pq.write_table(pa.table(dead), foreign / "dead_letters" / "p.parquet")
+    rejected = tmp_path / "out.rejected"
+    rejected.mkdir()
+    planted = {"run_id": "x", "records_in": 2, "enriched": 1, "dead_letters": 1}
+    (rejected / "_SUMMARY.json").write_text(
+        json.dumps({**planted, "result": "../elsewhere/runs/x"})
+    )
+    with demo_api() as api:
+        code, log = run_job([*job_args(tmp_path, api.url), "--retry-dead-letters"])
+        calls = api.calls_per_key()
+    assert code == ExitStatus.CANNOT_RUN, log[-3000:]
+    expected = f"{rejected}/_SUMMARY.json: result '../elsewhere/runs/x' is not runs/<run folder>"
+    assert expected in log
+    assert not calls, "nothing was called"
+    assert not (tmp_path / "out").exists(), "nothing was published"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.driver.spark_logging import with_java_options
+from spark_jobs.launch import with_java_options
 
 from .job_support import ROOT, read_output, run_job
 from .json_api_support import PATH, KeyedJsonApi
@@ -122,3 +122,34 @@ def test_a_secret_the_spark_conf_gives_the_executors_passes_the_drivers_check(tm
         calls = list(api.calls)
     assert result.returncode == 0, result.stdout + result.stderr
     assert len(calls) == 6 and all(c["headers"]["X-Api-Key"] == KEY for c in calls)
+
+
+def test_secrets_handed_to_the_executors_in_the_spark_conf_are_redacted_in_its_event_log(
+    tmp_path,
+):
+    """``spark.executorEnv.<VAR>`` shows in the Spark UI (its environment page, the REST
+    API, the event log the history server reads), which hides a setting only when Spark's
+    redaction pattern matches its name or value: ``GEO_API_KEY`` and
+    ``OTEL_EXPORTER_OTLP_HEADERS`` it did not. The job extends the pattern with both."""
+    write_addresses(tmp_path / "in" / "part.jsonl", 4)
+    key = "g30-7f3a9c1d"  # no "secret" in it, which Spark's own pattern would match
+    otlp = "Authorization=Basic b3RscC1rM3k="
+    events = tmp_path / "events"
+    events.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "GEO_API_KEY"}
+    with KeyedJsonApi(key) as api:
+        submit = [
+            *("spark-submit", "--master", "local[2]"),
+            *("--conf", f"spark.executorEnv.GEO_API_KEY={key}"),
+            *("--conf", f"spark.executorEnv.OTEL_EXPORTER_OTLP_HEADERS={otlp}"),
+            *("--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={events}"),
+            *("--conf", "spark.eventLog.compress=false"),
+            str(ROOT / "spark_jobs" / "enrich_job.py"),
+            *spec_args(tmp_path, api.url),
+        ]
+        result = subprocess.run(submit, cwd=ROOT, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    text = "".join(path.read_text() for path in events.rglob("*") if path.is_file())
+    assert '"spark.executorEnv.GEO_API_KEY":"*********(redacted)"' in text
+    assert '"spark.executorEnv.OTEL_EXPORTER_OTLP_HEADERS":"*********(redacted)"' in text
+    assert key not in text and "b3RscC1rM3k" not in text

@@ -16,7 +16,8 @@ import pytest
 from deltalake import DeltaTable
 
 from demo.stack import demo_api
-from spark_jobs.driver.current_result import read_result, summary_location
+from spark_jobs.defaults import summary_location
+from spark_jobs.driver.current_result import read_result
 from spark_jobs.driver.delta_publish import IDENTITY_KEY
 
 from .job_support import ROOT, job_args, run_job, write_input

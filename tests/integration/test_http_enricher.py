@@ -140,10 +140,10 @@ async def test_status_paths(status, error_type, retry_after):
                 elif status != 204:
                     assert f"HTTP {status} from GET {base_url}/status/{status}" in str(error)
             stats = enrich.stats
-    assert stats["requests_made"] == 1
-    assert stats["responses_by_status"] == {status: 1}
-    assert stats["throttled"] == (1 if status == 429 else 0)
-    assert stats["retryable_errors"] == (1 if status in (429, 500, 502, 503, 504) else 0)
+    assert stats.requests_made == 1
+    assert stats.responses_by_status == {status: 1}
+    assert stats.throttled == (1 if status == 429 else 0)
+    assert stats.retryable_errors == (1 if status in (429, 500, 502, 503, 504) else 0)
 
 
 async def test_retry_after_is_honoured_between_the_429_and_the_retry():
@@ -175,8 +175,8 @@ async def test_an_outage_is_retried_until_it_ends():
         assert (await server_stats(control))["by_status"] == {"503": 2, "200": 1}
     assert isinstance(result, Result) and result.attempts == 3
     assert result.value["name"] == customer_record("c1")["name"]
-    assert stats["responses_by_status"] == {503: 2, 200: 1}
-    assert stats["retryable_errors"] == 2 and stats["throttled"] == 0
+    assert stats.responses_by_status == {503: 2, 200: 1}
+    assert stats.retryable_errors == 2 and stats.throttled == 0
 
 
 async def test_the_last_minutes_answers_are_counted_by_status_and_providers_code():
@@ -293,8 +293,8 @@ async def test_dropped_connections_are_retryable_and_counted_once_per_call():
             stats = enrich.stats
         server = await server_stats(control)
     assert server["by_status"] == {"dropped": 3}
-    assert stats["requests_made"] == 3 and stats["retryable_errors"] == 3
-    assert stats["responses_by_status"] == {}
+    assert stats.requests_made == 3 and stats.retryable_errors == 3
+    assert stats.responses_by_status == {}
 
 
 async def test_a_body_cut_short_is_retryable():
@@ -374,12 +374,12 @@ async def test_identical_requests_in_flight_share_one_call_then_hit_the_cache():
         async with HttpEnricher(customers(base_url)) as enrich:
             first = await run_operator(enrich, records, capacity=40)
             assert (await server_stats(control))["per_key"] == dict.fromkeys(ids, 1)
-            assert enrich.stats["calls_saved_by_coalescing"] == 36
-            assert enrich.stats["cache_hits"] == 0
+            assert enrich.stats.calls_saved_by_coalescing == 36
+            assert enrich.stats.cache_hits == 0
             second = await run_operator(enrich, records[:8], capacity=40)
             stats = enrich.stats
         assert (await server_stats(control))["total"] == 4
-    assert stats["cache_hits"] == 8 and stats["requests_made"] == 4
+    assert stats.cache_hits == 8 and stats.requests_made == 4
     for output in [*first, *second]:
         assert output.value["name"] == customer_record(output.record["id"])["name"]
     # Callers get their own dicts: changing one changes no other answer.
@@ -393,12 +393,12 @@ async def test_the_cache_is_bounded_and_both_savings_can_be_switched_off():
             for customer in ["a", "b", "c", "a", "c"]:
                 await enrich({"id": customer})
         assert (await server_stats(control))["per_key"] == {"a": 2, "b": 1, "c": 1}
-        assert enrich.stats["cache_hits"] == 1
+        assert enrich.stats.cache_hits == 1
         await control.post("/stats/reset")
         config = customers(base_url, cache_size=0, coalesce=False)
         async with HttpEnricher(config) as enrich:
             await asyncio.gather(*(enrich({"id": "a"}) for _ in range(5)))
             await enrich({"id": "a"})
         assert (await server_stats(control))["per_key"] == {"a": 6}
-        assert enrich.stats["calls_saved_by_coalescing"] == 0
-        assert enrich.stats["cache_hits"] == 0
+        assert enrich.stats.calls_saved_by_coalescing == 0
+        assert enrich.stats.cache_hits == 0

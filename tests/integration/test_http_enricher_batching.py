@@ -49,7 +49,7 @@ async def test_records_share_batch_requests_and_each_gets_its_own_answer():
         server = await server_stats(control)
     assert server["total"] == 10  # 97 records, 10 per request
     assert server["per_key"] == dict.fromkeys(ids, 1)
-    assert stats["batches_sent"] == stats["requests_made"] == 10
+    assert stats.batches_sent == stats.requests_made == 10
     assert [o.record for o in outputs] == records
     for output in outputs[:95]:
         assert isinstance(output, Result)

@@ -142,8 +142,8 @@ async def test_isolated_429s_do_not_shrink_the_concurrency():
             outputs = await run_operator(enrich, records, capacity=32)
             stats = enrich.stats
     assert all(isinstance(o, Result) for o in outputs)
-    assert stats["throttled"] >= 20
-    assert stats["concurrency_decreases"] == 0 and stats["current_concurrency_limit"] == 32
+    assert stats.throttled >= 20
+    assert stats.concurrency_decreases == 0 and stats.current_concurrency_limit == 32
 
 
 async def test_a_hedged_request_answers_a_slow_first_call():
@@ -159,7 +159,7 @@ async def test_a_hedged_request_answers_a_slow_first_call():
         server = await server_stats(control)
     assert all(isinstance(o, Result) and o.attempts == 1 for o in outputs)
     assert elapsed < 5  # far below the 10 s read_timeout the stall would have cost
-    assert stats["hedges_sent"] == 2 and stats["requests_made"] == 4
+    assert stats.hedges_sent == 2 and stats.requests_made == 4
     assert server["per_key"] == {"c1": 2, "c2": 2}
 
 
@@ -170,8 +170,8 @@ async def test_percentile_hedging_waits_for_enough_latencies():
             await run_operator(enrich, [{"id": f"c{i}"} for i in range(100)], capacity=4)
             stats = enrich.stats
     # Answers at a steady 5 ms: at p90 a few hedges at most, never one per record.
-    assert stats["requests_made"] == 100 + stats["hedges_sent"]
-    assert stats["hedges_sent"] < 20
+    assert stats.requests_made == 100 + stats.hedges_sent
+    assert stats.hedges_sent < 20
 
 
 async def test_a_huge_body_and_a_gzip_bomb_stop_at_the_cap_without_the_memory():

@@ -46,7 +46,7 @@ async def test_two_partitions_together_stay_within_the_jobs_budget():
                 run_partition(first, range(0, 100), retry),
                 run_partition(second, range(100, 200), retry),
             )
-            made = first.stats["requests_made"] + second.stats["requests_made"]
+            made = first.stats.requests_made + second.stats.requests_made
     assert all(isinstance(o, Result) for part in outputs for o in part)
     assert len(arrivals) == made == 240  # 200 records + 40 retries
     rate = (len(arrivals) - 1) / (arrivals[-1] - arrivals[0])
@@ -81,9 +81,9 @@ async def test_429s_leave_the_concurrency_cap_alone():
             state["throttle"] = False
             await asyncio.gather(*(enrich({"id": i}) for i in range(1000, 1064)))
     assert all(type(e).__name__ == "ThrottledError" for e in throttled)
-    assert after_throttling["throttled"] == 64 and after_throttling["rate_decreases"] >= 1
-    assert after_throttling["current_concurrency_limit"] == 16
-    assert after_throttling["concurrency_decreases"] == 0
+    assert after_throttling.throttled == 64 and after_throttling.rate_decreases >= 1
+    assert after_throttling.current_concurrency_limit == 16
+    assert after_throttling.concurrency_decreases == 0
     assert max(concurrency_seen) == 16
 
 
@@ -105,5 +105,5 @@ async def test_throttled_retries_through_the_operator_feed_the_slowdown():
             stats = enrich.stats
     # The throttled first calls spent no attempt: each record counts only its success.
     assert all(isinstance(o, Result) and o.attempts == 1 for o in outputs)
-    assert stats["requests_made"] == 200 and stats["throttled"] == 100
-    assert stats["rate_decreases"] >= 1 and stats["concurrency_decreases"] == 0
+    assert stats.requests_made == 200 and stats.throttled == 100
+    assert stats.rate_decreases >= 1 and stats.concurrency_decreases == 0

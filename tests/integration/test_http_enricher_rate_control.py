@@ -79,7 +79,7 @@ async def test_four_partitions_sharing_the_limit_each_get_a_fair_share():
                 for i, e in enumerate(enrichers)
             ]
             await asyncio.wait(parts, return_when=asyncio.FIRST_COMPLETED)
-            made_when_first_done = [e.stats["requests_made"] for e in enrichers]
+            made_when_first_done = [e.stats.requests_made for e in enrichers]
             outputs = [o for part in await asyncio.gather(*parts) for o in part]
         finally:
             for enrich in enrichers:
@@ -108,9 +108,9 @@ async def test_isolated_429s_delay_only_their_own_record_never_the_partition(rat
             outputs = await enrich_partition(enrich, range(1000))
             stats = enrich.stats
     assert len(outputs) == 1000 and all(isinstance(o, Result) for o in outputs)
-    assert stats["rate_decreases"] == 0 and stats["concurrency_decreases"] == 0
-    assert stats["requests_made"] == 1000 + stats["throttled"]  # one call per 429 more
+    assert stats.rate_decreases == 0 and stats.concurrency_decreases == 0
+    assert stats.requests_made == 1000 + stats.throttled  # one call per 429 more
     if rate_429:
-        assert 5 <= stats["throttled"] <= 60, stats  # the 429s did come (about 20)
+        assert 5 <= stats.throttled <= 60, stats  # the 429s did come (about 20)
     else:
-        assert stats["throttled"] == 0
+        assert stats.throttled == 0

@@ -98,7 +98,7 @@ async def test_a_redirect_to_another_port_never_receives_the_secrets(policy, cap
     message = str(caught.value)
     assert caught.value.status == 302 and f"a redirect to {other_url}/collect" in message
     assert "stolen" not in message and TOKEN not in message and "frag" not in message
-    assert stats["requests_made"] == 2 and stats["responses_by_status"] == {302: 2}
+    assert stats.requests_made == 2 and stats.responses_by_status == {302: 2}
     assert store.kept == {}
     assert TOKEN not in caplog.text and API_KEY not in caplog.text
 
@@ -133,7 +133,7 @@ async def test_a_redirect_from_https_to_plain_http_is_not_followed(tls):
             async with HttpEnricher(cfg) as enrich:
                 with pytest.raises(ClientStatusError, match="another scheme, host or port"):
                     await enrich({"id": "c1"})
-                assert enrich.stats["responses_by_status"] == {307: 1}  # TLS worked
+                assert enrich.stats.responses_by_status == {307: 1}  # TLS worked
     assert secure_url.startswith("https://") and elsewhere.seen == []
 
 
@@ -165,8 +165,8 @@ async def test_an_allowed_same_origin_redirect_is_a_call_counted_paced_and_paid(
             with pytest.raises(BudgetExhausted):  # the hop needs a second request
                 await enrich({"id": "c9"})
     assert sorted(o.value["name"] for o in outputs) == [f"c{i}" for i in range(5)]
-    assert stats["requests_made"] == 10
-    assert stats["responses_by_status"] == {302: 5, 200: 5}
+    assert stats.requests_made == 10
+    assert stats.responses_by_status == {302: 5, 200: 5}
     stamps = handler.stamps[:10]
     assert stamps[-1] - stamps[0] >= 9 / 20 * 0.9  # ten paced calls at 20/s, not five
     url = f"{base_url}/customers/c3"

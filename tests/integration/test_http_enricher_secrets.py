@@ -4,6 +4,7 @@ tracebacks, the serialised config."""
 from __future__ import annotations
 
 import base64
+import html
 import json
 import logging
 import socket
@@ -95,7 +96,7 @@ async def test_a_401_leaks_no_token(monkeypatch, debug_logs, tmp_path):
     assert caught.value.status == 401
     assert isinstance(failure, Failure) and failure.attempts == 1
     assert "HTTP 401" in failure.error
-    assert stats["responses_by_status"] == {401: 2}
+    assert stats.responses_by_status == {401: 2}
     warnings = [r for r in debug_logs.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and str(token_file) in warnings[0].getMessage()
     assert_no_token(exception_texts(caught.value), failure.error, debug_logs.text, repr(enrich))
@@ -215,6 +216,26 @@ def echoed_forms(secret: str) -> dict[str, str]:
     }
 
 
+async def echoed_failures(
+    echo: Any, token_env: str, key_env: str, error: type[Exception], records: int
+) -> tuple[pytest.ExceptionInfo[Exception], list]:
+    """Against a server answering with ``echo``: the error of one call sending the token
+    in ``token_env`` and the ``X-Api-Key`` in ``key_env``, and the operator's failures
+    (what become dead letters) of records ``0`` to ``records - 1``."""
+    async with serve(echo) as base_url:
+        config = HttpEnricherConfig(
+            url_template=base_url + "/{id}",
+            response_fields=FIELDS,
+            token_env=token_env,
+            secret_headers={"X-Api-Key": key_env},
+        )
+        async with HttpEnricher(config) as enrich:
+            with pytest.raises(error) as caught:
+                await enrich({"id": "0"})
+            failures = await run_operator(enrich, [{"id": str(i)} for i in range(records)])
+    return caught, failures
+
+
 @pytest.mark.parametrize("status", [401, 500])
 async def test_a_secret_echoed_in_any_form_reaches_no_dead_letter_error_or_log(
     monkeypatch, debug_logs, status
@@ -234,17 +255,8 @@ async def test_a_secret_echoed_in_any_form_reaches_no_dead_letter_error_or_log(
         text = f"you sent {forms[index][1]} with key {key_forms[index]}; no"
         return web.Response(status=status, text=text)
 
-    async with serve(echo) as base_url:
-        config = HttpEnricherConfig(
-            url_template=base_url + "/{id}",
-            response_fields=FIELDS,
-            token_env="ODD_TOKEN",
-            secret_headers={"X-Api-Key": "ODD_KEY"},
-        )
-        async with HttpEnricher(config) as enrich:
-            with pytest.raises(AccountError if status == 401 else ServerError) as caught:
-                await enrich({"id": "0"})
-            failures = await run_operator(enrich, [{"id": str(i)} for i in range(len(forms))])
+    error = AccountError if status == 401 else ServerError
+    caught, failures = await echoed_failures(echo, "ODD_TOKEN", "ODD_KEY", error, len(forms))
     assert (f"Bearer {ODD_TOKEN}", ODD_KEY) in received  # the server did see them
     assert len(failures) == len(forms) and all(isinstance(f, Failure) for f in failures)
     texts = [exception_texts(caught.value), debug_logs.text, *(f.error for f in failures)]
@@ -266,3 +278,52 @@ def test_secret_headers_may_not_shadow_other_headers():
             headers={"X-Api-Key": "public"},
             secret_headers={"x-api-key": "CRM_API_KEY"},
         )
+
+
+AWS_STYLE_TOKEN = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+SPACED_KEY = 'k3y wörd+/= "quoted" \\ end'
+
+
+def every_echoed_form(secret: str) -> list[str]:
+    """``echoed_forms`` and the rest of what servers do: ``quote`` keeping ``/``, Go's
+    and Jackson's ``\\uXXXX``, HTML, a ``repr``, and Basic auth's base64 after ``user:``."""
+    user_b64 = base64.b64encode(f"api:{secret}".encode()).decode()[6:]  # 6 hold "api:"
+    return [
+        *echoed_forms(secret).values(),
+        quote(secret),
+        "".join(f"\\u{ord(c):04X}" for c in secret),
+        html.escape(secret),
+        repr(secret)[1:-1],
+        user_b64,
+    ]
+
+
+def runs_of(form: str, size: int = 8) -> set[str]:
+    return {form[i : i + size] for i in range(max(1, len(form) - size + 1))}
+
+
+@pytest.mark.parametrize("status", [400, 500])
+async def test_a_secret_with_slashes_spaces_or_non_ascii_leaves_no_run_of_itself(
+    monkeypatch, debug_logs, status
+):
+    """Each record's answer echoes the token and the key in one form (a JSON error body,
+    as ``json_response`` escapes it): the dead letters' errors, the raised error and the
+    logs hold no eight characters in a row of any form."""
+    monkeypatch.setenv("AWS_TOKEN", AWS_STYLE_TOKEN)
+    monkeypatch.setenv("SPACED_KEY", SPACED_KEY)
+    token_forms, key_forms = every_echoed_form(AWS_STYLE_TOKEN), every_echoed_form(SPACED_KEY)
+
+    async def echo(request: web.Request) -> web.Response:
+        index = int(request.match_info["tail"])
+        assert request.headers["X-Api-Key"] == SPACED_KEY  # the server saw them
+        message = f"invalid api key {token_forms[index]} (key {key_forms[index]})"
+        return web.json_response({"error": {"message": message}}, status=status)
+
+    error = ClientStatusError if status == 400 else ServerError
+    records = len(key_forms)
+    caught, failures = await echoed_failures(echo, "AWS_TOKEN", "SPACED_KEY", error, records)
+    assert all(isinstance(f, Failure) and "invalid api key ***" in f.error for f in failures)
+    texts = [exception_texts(caught.value), debug_logs.text, *(f.error for f in failures)]
+    for form in [*token_forms, *key_forms]:
+        for run in runs_of(form):
+            assert not any(run in text for text in texts), f"{run!r} of {form!r} leaked"

@@ -88,7 +88,7 @@ async def test_once_the_input_has_ended_an_overtaken_silent_attempt_is_sent_agai
             stats = enrich.stats
     slow = outputs["slow"]
     assert isinstance(slow, Result) and slow.value == {"name": "slow"} and slow.attempts == 2
-    assert calls["slow"] == 2 and stats["stragglers_resent"] == 1
+    assert calls["slow"] == 2 and stats.stragglers_resent == 1
     assert all(isinstance(outputs[r["id"]], Result) for r in QUICK + LATER)
     assert all(calls[r["id"]] == 1 for r in QUICK + LATER)
 
@@ -128,7 +128,7 @@ async def test_a_server_that_answers_no_one_for_a_while_has_no_stragglers():
             outputs = await asyncio.wait_for(enrich_all(enrich, source()), 45)
             stats = enrich.stats
     assert all(isinstance(outputs[r["id"]], Result) for r in QUICK + paused)
-    assert stats["stragglers_resent"] == 0
+    assert stats.stragglers_resent == 0
     assert all(calls[r["id"]] == 1 for r in QUICK + paused), calls
 
 
@@ -149,7 +149,7 @@ async def test_before_the_input_ends_only_the_read_stall_deadline_cuts():
             outputs = await asyncio.wait_for(enrich_all(enrich, source()), 45)
             stats = enrich.stats
     assert isinstance(outputs["slow"], Result) and outputs["slow"].attempts == 2
-    assert calls["slow"] == 2 and stats["stragglers_resent"] == 0
+    assert calls["slow"] == 2 and stats.stragglers_resent == 0
 
 
 async def test_a_body_that_keeps_arriving_is_never_cut_however_long_it_takes():
@@ -181,7 +181,7 @@ async def test_a_body_that_keeps_arriving_is_never_cut_however_long_it_takes():
             outputs = await asyncio.wait_for(enrich_all(enrich, source()), 45)
             stats = enrich.stats
     assert isinstance(outputs["long"], Result) and outputs["long"].attempts == 1
-    assert calls["long"] == 1 and stats["stragglers_resent"] == 0
+    assert calls["long"] == 1 and stats.stragglers_resent == 0
 
 
 async def test_by_default_a_silent_attempt_is_waited_for_and_paid_once():
@@ -223,5 +223,5 @@ async def test_by_default_a_silent_attempt_is_waited_for_and_paid_once():
             stats = enrich.stats
     slow = outputs["slow"]
     assert isinstance(slow, Result) and slow.value == {"name": "slow"} and slow.attempts == 1
-    assert calls["slow"] == 1 and stats["stragglers_resent"] == 0
-    assert stats["requests_made"] == len(QUICK) + len(LATER) + 1
+    assert calls["slow"] == 1 and stats.stragglers_resent == 0
+    assert stats.requests_made == len(QUICK) + len(LATER) + 1

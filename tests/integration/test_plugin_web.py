@@ -40,6 +40,9 @@ from fsspec.implementations.local import LocalFileSystem
 
 from benchmarks.storage_requests import counted_requests, counting_url
 from enrichment_airflow.web import URL_PREFIX, page_url
+from spark_jobs.records.completion import CompletionRecord
+from spark_jobs.records.job_record import JobRecord
+from spark_jobs.records.summary import JobSummary
 from spark_jobs.snapshots import Manifest, NamespaceKey, NamespaceLease, SnapshotStore
 from spark_jobs.snapshots.namespace_progress import ProgressFolder
 from spark_jobs.snapshots.progress_record import PartitionEntry, ProgressRecord
@@ -191,7 +194,7 @@ def _write_namespace(
 ) -> None:
     """Two partitions: 0 finished (3 of 3), 1 stopped by its request budget (2 results +
     1 dead letter of 7), and the progress record the driver folds from them."""
-    store.write_job_record(key, {"fingerprint": "f", "inputs": {}, "enrichment": {"partitions": 2}})
+    store.write_job_record(key, JobRecord("f", enrichment={"partitions": 2}))
     part = store.partition(key, 0)
     ref = part.write_segment(pa.table({"id": [1, 2, 3]}), kind="results", attempt="a0")
     part.commit(
@@ -506,8 +509,8 @@ def test_a_completed_run_shows_the_totals_of_its_summary(server: Server) -> None
     """After success the snapshots give way to a completion record: the page and the API
     show its counts, not an empty namespace."""
     key = NamespaceKey(DAG, "completed_task", INTERVAL)
-    summary = {"records_in": 10, "enriched": 9, "dead_letters": 1, "partitions": 2}
-    SnapshotStore(str(server.snapshot_root)).mark_completed(key, {"summary": summary})
+    summary = JobSummary(records_in=10, enriched=9, dead_letters=1, partitions=2)
+    SnapshotStore(str(server.snapshot_root)).mark_completed(key, CompletionRecord(summary=summary))
     detail = server.call("viewer", "GET", _path(key), 200).json()
     assert detail["completed"] is True and detail["running"] is False
     totals = detail["totals"]
@@ -538,8 +541,14 @@ def test_crafted_counters_or_lease_show_the_namespace_as_corrupt_never_a_500(
     the whole list a 500; a NaN lease expiry read as "running" forever."""
     key = NamespaceKey(DAG, "crafted_task", INTERVAL)
     store = SnapshotStore(str(server.snapshot_root))
-    summary = {"records_in": 10, "enriched": 10, "cost": {"requests_made": ["x"]}}
-    store.mark_completed(key, {"summary": summary})
+    summary = {
+        "records_in": 10,
+        "enriched": 10,
+        "dead_letters": 0,
+        "cost": {"requests_made": ["x"]},
+    }
+    Path(store.namespace_path(key)).mkdir(parents=True)
+    Path(store.namespace_path(key), "completed.json").write_text(json.dumps({"summary": summary}))
     lease = Path(store.namespace_path(key), "_lease.json")
     lease.write_text('{"owner": "crafted\\nline", "expires_at": NaN}')
     listed = server.call("viewer", "GET", f"{URL_PREFIX}/api/namespaces", 200).json()

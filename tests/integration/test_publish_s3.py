@@ -25,6 +25,7 @@ from werkzeug.serving import make_server
 
 from spark_jobs.driver.current_result import current_data_path, read_result
 from spark_jobs.driver.publish import discard, publish, staging_for
+from spark_jobs.records.summary import JobSummary
 
 FILES = 100  # per kind: what a large run leaves; publishing must not grow with it
 
@@ -91,8 +92,8 @@ def write_run(output: str, run_id: str, rows: int, files: int = 4) -> str:
     return staging
 
 
-def summary(run_id: str, rows: int) -> dict:
-    return {"run_id": run_id, "records_in": rows, "enriched": rows, "dead_letters": 0}
+def summary(run_id: str, rows: int) -> JobSummary:
+    return JobSummary(run_id=run_id, records_in=rows, enriched=rows, dead_letters=0)
 
 
 def run(server: CountingS3, output: str, run_id: str, rows: int, files: int) -> Counter[str]:

@@ -26,7 +26,7 @@ from demo.users import Users
 from enrichment_airflow.progress_reporter import progress_line
 from enrichment_airflow.urls import page_url
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
-from spark_jobs.snapshots.lease_file import Lease
+from spark_jobs.snapshots.lease import Lease
 
 from .airflow_support import init_airflow
 from .browser_support import ARTIFACTS, ROOT, launch_chromium, sync_api

@@ -34,8 +34,8 @@ from pyiceberg.catalog import load_catalog
 
 from spark_jobs.driver import iceberg_publish, table_publish
 from spark_jobs.driver.table_publish import dead_letter_table
+from spark_jobs.records.summary import JobSummary
 from spark_jobs.snapshots import SnapshotStore
-from spark_jobs.snapshots.contracts import JobSummary
 from tests.table_support import (
     DAY,
     KEY,

@@ -79,7 +79,7 @@ async def test_the_enrichers_requests_reach_the_receiver_with_the_http_conventio
 
     assert sum(isinstance(o, Result) for o in outputs) == 32
     assert sum(isinstance(o, Failure) for o in outputs) == 4
-    assert api.received == 38 == stats["requests_made"]
+    assert api.received == 38 == stats.requests_made
     assert receiver.histogram_count("http.client.request.duration") == api.received
     server = {"server.address": "127.0.0.1", "server.port": port, "http.request.method": "GET"}
     ok = receiver.histogram_count(

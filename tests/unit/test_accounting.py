@@ -22,15 +22,15 @@ def test_every_attempt_is_counted_once_whatever_its_cuts_became() -> None:
     chains = {0: {"requests_made": 55}, 1: {"requests_made": 30}}
     accounting = account_calls(chains, records)
     assert accounting.totals["requests_made"] == 125
-    assert accounting.calls == "lower_bound"
-    assert (accounting.attempts, accounting.attempts_cut_short) == (3, 1)
+    assert accounting.record.calls == "lower_bound"
+    assert (accounting.record.attempts, accounting.record.attempts_cut_short) == (3, 1)
 
 
 def test_attempts_that_all_ended_as_meant_make_the_count_exact() -> None:
     records = [calls(0, "a0", 10, final=True), calls(0, "a1", 5, final=True)]
     accounting = account_calls({0: {"requests_made": 15}}, records)
-    assert accounting.calls == "exact" and accounting.totals["requests_made"] == 15
-    assert accounting.to_json() == {
+    assert accounting.record.calls == "exact" and accounting.totals["requests_made"] == 15
+    assert accounting.record.to_json() == {
         "calls": "exact",
         "attempts": 2,
         "attempts_cut_short": 0,
@@ -43,9 +43,9 @@ def test_a_partition_without_records_counts_its_manifests_as_a_lower_bound() -> 
     """Snapshots written before attempts kept records: the manifests' figure, flagged."""
     accounting = account_calls({0: {"requests_made": 80}}, [calls(1, "a0", 5, final=True)])
     assert accounting.totals["requests_made"] == 85
-    assert accounting.calls == "lower_bound" and accounting.unrecorded_partitions == 1
+    assert accounting.record.calls == "lower_bound" and accounting.record.unrecorded_partitions == 1
 
 
 def test_an_unreadable_record_makes_the_count_a_lower_bound() -> None:
     accounting = account_calls({}, [calls(0, "a0", 5, final=True)], unreadable=1)
-    assert accounting.calls == "lower_bound" and accounting.totals["requests_made"] == 5
+    assert accounting.record.calls == "lower_bound" and accounting.totals["requests_made"] == 5

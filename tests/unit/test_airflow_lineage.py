@@ -8,7 +8,7 @@ import os
 import pytest
 
 from enrichment_airflow.lineage import api_dataset, dataset_name, lineage_on_complete
-from spark_jobs.snapshots.contracts import JobSummary
+from spark_jobs.records.summary import JobSummary
 
 
 @pytest.mark.parametrize(

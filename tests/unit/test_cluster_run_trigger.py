@@ -5,6 +5,7 @@ The real master answers the same in tests/integration/test_airflow_cluster_mode.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -12,6 +13,7 @@ from aiohttp import web
 
 from enrichment_airflow.cluster_run_trigger import ClusterRunTrigger
 from enrichment_airflow.driver_status import (
+    MAX_STATUS_BYTES,
     DriverStatusError,
     StandaloneRestStatus,
     standalone_rest_endpoints,
@@ -58,6 +60,43 @@ async def test_standalone_status_asks_each_master_in_turn():
 async def test_a_driver_the_master_does_not_know_is_an_error_saying_so():
     async with serve(master(iter(["?"]))) as url:
         with pytest.raises(DriverStatusError, match=f"Driver {DRIVER} not found"):
+            await StandaloneRestStatus([url]).state(DRIVER)
+
+
+async def endless(request: web.Request) -> web.StreamResponse:
+    """A status endpoint whose answer never ends (chunked, no length)."""
+    response = web.StreamResponse()
+    await response.prepare(request)
+    while True:
+        await response.write(b'{"success": true, "driverState": "RUNNING", "pad": "' + b"x" * 8192)
+
+
+async def oversized(request: web.Request) -> web.Response:
+    """One whole answer, its length announced, just over the cap."""
+    pad = "x" * MAX_STATUS_BYTES
+    return web.json_response({"success": True, "driverState": "RUNNING", "pad": pad})
+
+
+async def nested(request: web.Request) -> web.Response:
+    """Under the cap, but nested deeper than the JSON parser recurses."""
+    return web.Response(body=b"[" * (MAX_STATUS_BYTES // 2))
+
+
+@pytest.mark.parametrize("answer", [endless, oversized])
+async def test_a_status_answer_over_the_cap_is_an_error_read_no_further(answer):
+    """The triggerer's memory and loop are shared by every deferred task: reading stops
+    at ``MAX_STATUS_BYTES``, at once, not at the answer's end or the 30 s timeout."""
+    async with serve(answer) as url:
+        started = time.monotonic()
+        with pytest.raises(DriverStatusError) as caught:
+            await StandaloneRestStatus([url]).state(DRIVER)
+    assert f"status answer larger than {MAX_STATUS_BYTES} bytes" in str(caught.value)
+    assert time.monotonic() - started < 5
+
+
+async def test_a_status_answer_nested_too_deeply_is_an_error_not_a_crash():
+    async with serve(nested) as url:
+        with pytest.raises(DriverStatusError, match="nested too deeply"):
             await StandaloneRestStatus([url]).state(DRIVER)
 
 

@@ -17,8 +17,8 @@ from pyiceberg.catalog import load_catalog
 
 from spark_jobs.driver import iceberg_publish, table_publish
 from spark_jobs.driver.table_publish import TableRun, stage
+from spark_jobs.records.summary import JobSummary
 from spark_jobs.snapshots import LeaseError, NamespaceKey, SnapshotStore
-from spark_jobs.snapshots.contracts import JobSummary
 from spark_jobs.spec.job_spec import JobSpec
 from tests.table_support import (
     DAY,

@@ -8,6 +8,8 @@ from __future__ import annotations
 import pyarrow as pa
 
 from enrichment_airflow.progress_reporter import PROGRESS_KEY, progress_line, reporting_progress
+from spark_jobs.records.completion import CompletionRecord
+from spark_jobs.records.summary import JobSummary
 from spark_jobs.snapshots import Manifest, NamespaceKey, SnapshotStore
 from spark_jobs.snapshots.namespace_progress import ProgressFolder
 
@@ -66,7 +68,8 @@ def test_without_the_drivers_count_the_total_is_unknown(tmp_path):
 def test_the_published_count_replaces_the_snapshots(tmp_path):
     store = SnapshotStore(str(tmp_path))
     commit(store, 0, rows=10, epoch=1, total=12)
-    store.mark_completed(KEY, {"summary": {"records_in": 12, "enriched": 11, "dead_letters": 1}})
+    summary = JobSummary(records_in=12, enriched=11, dead_letters=1)
+    store.mark_completed(KEY, CompletionRecord("fp", "run", summary))
     assert progress_line(store, KEY) == "12 / 12 done (1 dead letters), output published"
 
 

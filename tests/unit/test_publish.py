@@ -14,11 +14,13 @@ import pytest
 
 from spark_jobs.driver.current_result import (
     NoDataError,
+    ResultPathError,
     current_data_path,
     current_dead_letters_path,
     read_result,
 )
 from spark_jobs.driver.publish import discard, publish, rejected_for, set_aside, staging_for
+from spark_jobs.records.summary import JobSummary
 from spark_jobs.snapshots import LeaseError, NamespaceKey, SnapshotStore
 
 
@@ -45,8 +47,9 @@ def token(output: Path) -> str:
     return next((output / "runs").iterdir()).name.rsplit("-", 1)[1]
 
 
-def summary(run_id: str, rows: int, **extra) -> dict:
-    return {"run_id": run_id, "records_in": rows + 1, "enriched": rows, "dead_letters": 1, **extra}
+def summary(run_id: str, rows: int, **extra) -> JobSummary:
+    document = {"run_id": run_id, "records_in": rows + 1, "enriched": rows, "dead_letters": 1}
+    return JobSummary.from_json({**document, **extra})
 
 
 def run(output: Path, run_id: str, rows: int = 10) -> None:
@@ -67,7 +70,8 @@ def test_publish_names_the_run_in_the_summary_and_readers_find_it_there(tmp_path
     out = tmp_path / "out"
     run(out, "first", rows=12)
     written = json.loads((out / "_SUMMARY.json").read_text())
-    assert written == {**summary("first", 12), "result": f"runs/{runs(out)[0]}-{token(out)}"}
+    result = f"runs/{runs(out)[0]}-{token(out)}"
+    assert written == {**summary("first", 12).to_json(), "result": result}
     assert sorted(p.name for p in out.iterdir()) == ["_SUMMARY.json", "runs"]
     data = pq.read_table(current_data_path(str(out)))
     assert sorted(data.column("id").to_pylist()) == list(range(12))
@@ -168,7 +172,7 @@ def test_an_output_published_before_run_folders_is_read_then_replaced(tmp_path):
     for kind in ("data", "dead_letters"):
         (out / kind).mkdir(parents=True)
         pq.write_table(pa.table({"id": [1, 2]}), out / kind / "part-00000.parquet")
-    (out / "_SUMMARY.json").write_text(json.dumps(summary("old", 2)))
+    (out / "_SUMMARY.json").write_text(json.dumps(summary("old", 2).to_json()))
     assert pq.read_table(current_data_path(str(out))).num_rows == 2
     run(out, "new", rows=5)
     assert sorted(p.name for p in out.iterdir()) == ["_SUMMARY.json", "runs"], (
@@ -235,3 +239,77 @@ def test_a_reader_racing_publishes_always_reads_one_whole_result(tmp_path):
     seen = {run_id for run_id, _ in reads}
     assert len(seen) >= 2, f"the reader saw one run only: {sorted(seen)}"
     assert runs(out) == [f"r{count - 2:02d}", f"r{count - 1:02d}"]
+
+
+def plant_summary(location: Path, result: object) -> None:
+    location.mkdir(parents=True, exist_ok=True)
+    planted = {**summary("planted", 3).to_json(), "result": result}  # crafted: no JobSummary
+    (location / "_SUMMARY.json").write_text(json.dumps(planted))
+
+
+def plant_foreign_run(tmp_path: Path) -> None:
+    """Rows a planted summary would have readers take for the output's."""
+    for kind in ("data", "dead_letters"):
+        folder = tmp_path / "elsewhere" / "runs" / "x" / kind
+        folder.mkdir(parents=True)
+        pq.write_table(pa.table({"id": [7]}), folder / "part-00000.parquet")
+
+
+OUTSIDE = [
+    "../elsewhere/runs/x",
+    "../../elsewhere/runs/x",
+    str(Path("/tmp/elsewhere/runs/x")),
+    "runs/x/../../../elsewhere/runs/x",
+    "runs/..",
+    "runs/.",
+    "runs/x/data",
+    "runs",
+    "runs/",
+    "",
+    "data",
+    "s3://bucket/runs/x",
+    "file:///tmp/runs/x",
+    "runs/x\\..\\..",
+    42,
+    ["runs", "x"],
+]
+
+
+@pytest.mark.parametrize("result", OUTSIDE, ids=repr)
+def test_a_summary_naming_a_folder_outside_its_output_is_refused_naming_file_and_value(
+    tmp_path, result
+):
+    plant_foreign_run(tmp_path)
+    out = tmp_path / "out"
+    plant_summary(out, result)
+    with pytest.raises(ResultPathError) as caught:
+        read_result(str(out))
+    assert str(caught.value).startswith(f"{out}/_SUMMARY.json: result {result!r} is not runs/")
+
+
+@pytest.mark.parametrize(
+    "result", ["../elsewhere/runs/x", "../out/runs/..", "../out/../elsewhere/runs/x", "runs/../x"]
+)
+def test_a_rejected_summary_may_name_only_a_run_folder_of_its_own_output(tmp_path, result):
+    plant_foreign_run(tmp_path)
+    rejected = tmp_path / "out.rejected"
+    plant_summary(rejected, result)
+    with pytest.raises(ResultPathError, match=r"or \.\./out/runs/<run folder>"):
+        read_result(str(rejected))
+    plant_summary(rejected, "../out/runs/good-1a2b3c4d")  # what set_aside writes
+    assert read_result(str(rejected)).data == f"{tmp_path}/out/runs/good-1a2b3c4d/data"
+
+
+def test_a_planted_rejected_summary_neither_protects_nor_removes_runs(tmp_path):
+    """A ``result`` of ``../../..`` up to the root once made ``set_aside`` remove
+    ``<output>/runs/`` whole, the published run's records included (the name it took for
+    the replaced run was the root's, empty); now the planted summary is only replaced."""
+    out = tmp_path / "out"
+    run(out, "good")
+    to_root = "/".join([".."] * len(out.parts))
+    plant_summary(Path(rejected_for(str(out))), to_root)
+    staging = write_run(out, "bad", 6)
+    set_aside(staging, str(out), summary("bad", 6, failed="ceiling"))
+    assert pq.read_table(current_data_path(str(out))).column("run").to_pylist()[0] == "good"
+    assert read_result(rejected_for(str(out))).summary["run_id"] == "bad"
+    assert runs(out) == ["bad", "good"]

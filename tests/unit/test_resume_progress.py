@@ -5,13 +5,14 @@ they read the partitions, so a commit is never overlooked."""
 import logging
 
 from benchmarks.storage_requests import counted_requests, counting_url
+from spark_jobs.records.job_record import JobRecord
 from spark_jobs.snapshots import Manifest, SnapshotStore
 from spark_jobs.snapshots.namespace_progress import ProgressFolder
 from spark_jobs.snapshots.paths import NamespaceKey
 from spark_jobs.snapshots.resume import decide
 
 KEY = NamespaceKey("dag", "enrich", "2026-11-24")
-JOB = {"fingerprint": "fp", "records_in": 10}
+JOB = JobRecord(fingerprint="fp", records_in=10)
 
 
 def namespace(tmp_path, partitions: int) -> SnapshotStore:

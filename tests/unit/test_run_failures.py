@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
 
 from spark_jobs.driver.run_failures import dead_letter_ceiling, systemic_failure
 from spark_jobs.exit_status import ExitStatus
+from spark_jobs.records.summary import JobSummary
 from spark_jobs.spec.failure_options import dead_letter_limit
 from spark_jobs.spec.spec_error import SpecError
 
@@ -27,13 +29,13 @@ def test_a_bad_ceiling_names_the_option(ceiling) -> None:
 
 
 def test_crossing_the_ceiling_fails_saying_why_and_keeps_the_counts() -> None:
-    summary = {"records_in": 200, "enriched": 180, "dead_letters": 20}
+    summary = JobSummary(records_in=200, enriched=180, dead_letters=20)
     assert dead_letter_ceiling(summary, "10%") is None, "equal to the ceiling is allowed"
     assert dead_letter_ceiling(summary, None) is None
     failure = dead_letter_ceiling(summary, "19")
     assert failure is not None and failure.exit_status == ExitStatus.DEAD_LETTER_CEILING
     assert "20 dead letters of 200 records, more than --max-dead-letters 19" in failure.reason
-    assert failure.summary == {**summary, "failed": failure.reason}
+    assert failure.summary == replace(summary, failed=failure.reason)
 
 
 def test_a_systemic_stop_of_this_run_fails_it_and_one_of_another_run_does_not() -> None:

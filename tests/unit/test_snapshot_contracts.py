@@ -1,5 +1,5 @@
-"""The typed records between layers (``snapshots/contracts.py``): round trips, hostile
-documents, and the on-disk forms written before the records were typed.
+"""The typed records between layers (``records/summary.py``, ``snapshots/contracts.py``):
+round trips, hostile documents, and the on-disk forms written before the records were typed.
 
 ``data/written_by_0fa1343/`` was written by the code of commit 0fa1343 (stats and summary
 as plain dicts): a partition runner's namespace (a commit, its segments, the attempt
@@ -16,15 +16,11 @@ from typing import Any
 
 import pytest
 
+from spark_jobs.records.cost import CostReport
+from spark_jobs.records.summary import BudgetStop, JobSummary, TablePublish, TableVersion
+from spark_jobs.records.values import format_count
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
-from spark_jobs.snapshots.contracts import (
-    BudgetStop,
-    JobSummary,
-    PartitionStats,
-    TablePublish,
-    TableVersion,
-    format_count,
-)
+from spark_jobs.snapshots.contracts import PartitionStats
 from spark_jobs.snapshots.resume import read_progress
 
 OLD = Path(__file__).parent / "data" / "written_by_0fa1343"
@@ -55,7 +51,13 @@ SUMMARY: dict[str, Any] = {
     "dead_letters": 10,
     "replayed_from_snapshot": 0,
     "requests_made": 100,
-    "accounting": {"calls": "exact", "attempts": 2},
+    "accounting": {
+        "calls": "exact",
+        "attempts": 2,
+        "attempts_cut_short": 0,
+        "unreadable_records": 0,
+        "unrecorded_partitions": 0,
+    },
     "resumed": False,
     "epochs": 3,
     "duration_s": 1.25,
@@ -63,7 +65,13 @@ SUMMARY: dict[str, Any] = {
     "partitions": 4,
     "python_worker_peak_rss_mb": 143.8,
     "output": "s3a://bucket/out",
-    "cost": {"requests_made": 100, "estimated_cost": 0.4},
+    "cost": {
+        "requests_made": 100,
+        "response_cache_hits": 0,
+        "coalesced_calls": 0,
+        "calls_saved_by_resume": 0,
+        "estimated_cost": 0.4,
+    },
     "lineage_parent": {"run_id": "ol-1"},
     "budget_exhausted": True,
     "records_done": 100,
@@ -99,7 +107,12 @@ def test_a_summary_round_trips_with_its_budget_stop_and_keys_it_does_not_know() 
 def test_missing_fields_mean_what_older_versions_meant_by_leaving_them_out() -> None:
     assert PartitionStats.from_json({}) == PartitionStats()
     summary = JobSummary.from_json({"records_in": 3, "enriched": 2, "dead_letters": 1})
-    assert (summary.run_id, summary.budget, summary.cost, summary.watermark) == ("", None, {}, None)
+    assert (summary.run_id, summary.budget, summary.cost, summary.watermark) == (
+        "",
+        None,
+        CostReport(),
+        None,
+    )
     with pytest.raises(ValueError, match=r"^summary\.enriched is missing"):
         JobSummary.from_json({"records_in": 3, "dead_letters": 1})
 
@@ -172,7 +185,7 @@ def test_the_airflow_hook_reads_a_summary_published_before_it_was_typed(old: Pat
     from enrichment_airflow.enrichment_hook import EnrichmentApiHook
 
     summary = EnrichmentApiHook().read_summary(str(old / "output"))
-    assert summary.enriched == 38 and summary.cost["estimated_cost"] == 0.4
+    assert summary.enriched == 38 and summary.cost.estimated_cost == 0.4
 
 
 def test_each_message_is_built_once() -> None:

@@ -17,6 +17,8 @@ import pyarrow as pa
 import pytest
 from fsspec.implementations.local import LocalFileSystem
 
+from spark_jobs.records.cost import CostReport
+from spark_jobs.records.job_record import JobRecord
 from spark_jobs.snapshots import (
     Manifest,
     ManifestError,
@@ -168,7 +170,7 @@ def test_a_format_1_manifest_over_the_limit_is_refused_unread(tmp_path, monkeypa
 @pytest.mark.parametrize("record", ["completed.json", "job.json"])
 def test_an_oversized_job_or_completion_record_is_read_with_a_bound(tmp_path, monkeypatch, record):
     store = SnapshotStore(str(tmp_path))
-    store.write_job_record(KEY, {"fingerprint": "f"})
+    store.write_job_record(KEY, JobRecord(fingerprint="f"))
     Path(store.namespace_path(KEY), record).write_bytes(b" " * (65 * 2**20) + b"{}")
     sizes = []
     original = LocalFileSystem.cat_file
@@ -181,19 +183,24 @@ def test_an_oversized_job_or_completion_record_is_read_with_a_bound(tmp_path, mo
     monkeypatch.setattr(LocalFileSystem, "cat_file", cat_file)
     assert store.read_completed(KEY) is None and store.read_job_record(KEY) in (
         None,
-        {"fingerprint": "f"},
+        JobRecord(fingerprint="f"),
     )
     assert max(sizes) <= 64 * 2**20 + 1
 
 
 def test_a_completion_record_with_costs_that_are_not_numbers_is_corrupt(tmp_path):
     store = SnapshotStore(str(tmp_path))
-    store.mark_completed(KEY, {"summary": {"records_in": 3, "cost": {"requests_made": "3"}}})
+    counts = {"records_in": 3, "enriched": 3, "dead_letters": 0}
+    completed = Path(store.namespace_path(KEY), "completed.json")
+    completed.parent.mkdir(parents=True)
+    completed.write_text(json.dumps({"summary": {**counts, "cost": {"requests_made": "3"}}}))
     with pytest.raises(ManifestError, match=r"summary\.cost\.requests_made is '3', not a number"):
         store.completion_record(KEY)
     assert store.read_completed(KEY) is None  # resume and the reporter: as if absent
-    store.mark_completed(KEY, {"summary": {"records_in": 3, "cost": {"estimated_cost": 0.25}}})
-    assert store.completion_record(KEY)["summary"]["cost"] == {"estimated_cost": 0.25}
+    completed.write_text(json.dumps({"summary": {**counts, "cost": {"estimated_cost": 0.25}}}))
+    record = store.completion_record(KEY)
+    assert record is not None and record.summary is not None
+    assert record.summary.cost == CostReport(estimated_cost=0.25)
 
 
 def test_a_cut_too_large_to_sit_inline_is_written_as_a_base_its_reader_accepts(

@@ -128,7 +128,7 @@ async def test_cut_and_resume_costs_do_not_grow_from_100_to_2000_cuts(tmp_path: 
             resumes[number] = partition.restored()
 
     ordinary = [n for n in cuts if not is_base(n)]
-    # The one read is the lease check (a bounded GET-range: lease_file.py).
+    # The one read is the lease check (a bounded GET-range: lease.py).
     assert all(Counter(r.kind for r in cuts[n]) == {"PUT": 2, "GET-range": 1} for n in ordinary)
     early, late = range(65, 129), range(1937, 2001)  # two checkpoint intervals each
     for window in (early, late):

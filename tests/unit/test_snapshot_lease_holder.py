@@ -19,8 +19,7 @@ import psutil
 import pytest
 
 from spark_jobs.snapshots import LeaseError, NamespaceKey, SnapshotStore
-from spark_jobs.snapshots.lease_file import Lease
-from spark_jobs.snapshots.lease_holder import Holder, has_exited, this_process
+from spark_jobs.snapshots.lease import Holder, Lease, has_exited, this_process
 from spark_jobs.snapshots.stall import stall_of
 
 KEY = NamespaceKey("d", "t", "2026-11-20T00:00:00+00:00")
@@ -28,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HOLD = """
 import sys, time
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
-from spark_jobs.snapshots.lease_holder import this_process
+from spark_jobs.snapshots.lease import this_process
 key = NamespaceKey("d", "t", "2026-11-20T00:00:00+00:00")
 holder = this_process() if sys.argv[2] == "holder" else None
 SnapshotStore(sys.argv[1]).lease(key, "killed", 600, holder).acquire(0)

@@ -14,7 +14,7 @@ import pytest
 from spark_jobs.asyncwait import MIN_WATERMARK, Watermark, WatermarkStatus, WatermarkValve
 from spark_jobs.enrichers import call_outcomes
 from spark_jobs.snapshots import Manifest, NamespaceKey, SnapshotStore
-from spark_jobs.snapshots.counters import MAX_OUTCOMES_STORED
+from spark_jobs.snapshots.contracts import MAX_OUTCOMES_STORED
 from spark_jobs.snapshots.namespace_progress import ProgressFolder
 from spark_jobs.snapshots.progress_record import (
     CALLS_WINDOW_S,

@@ -11,7 +11,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from enrichment_airflow.progress_reporter import progress_line
 from spark_jobs.snapshots import NamespaceKey, NamespaceLease, SnapshotStore
-from spark_jobs.snapshots.lease_file import Lease
+from spark_jobs.snapshots.lease import Lease
 from spark_jobs.snapshots.namespace_progress import ProgressFolder
 from spark_jobs.snapshots.progress_record import PartitionEntry, ProgressRecord
 from spark_jobs.snapshots.stall import stall_of

@@ -21,6 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from spark_jobs.records.completion import CompletionRecord
+from spark_jobs.records.job_record import JobRecord
 from spark_jobs.snapshots import (
     Manifest,
     ManifestError,
@@ -252,7 +254,7 @@ def test_corrupt_latest_manifest_falls_back(part: PartitionSnapshots, damage: st
     [b'{"fingerprint": NaN}', b"[" * 100_000 + b"]" * 100_000, b'{"n": ' + b"1" * 5000 + b"}"],
 )
 def test_a_crafted_job_record_reads_as_absent(store: SnapshotStore, content: bytes) -> None:
-    store.write_job_record(KEY, {"fingerprint": "f"})
+    store.write_job_record(KEY, JobRecord(fingerprint="f"))
     Path(store.namespace_path(KEY), "job.json").write_bytes(content)
     assert store.read_job_record(KEY) is None
 
@@ -459,9 +461,9 @@ def test_namespace_keys_discard_and_mark_completed(store: SnapshotStore, tmp_pat
     assert store.discard(other) is True
     assert store.discard(other) is False
     # After success the job replaces the snapshots by a completion record (enrich_job).
-    store.mark_completed(KEY, {"fingerprint": FP})
+    store.mark_completed(KEY, CompletionRecord(FP))
     assert store.namespace_keys() == [KEY] and store.namespace_progress(KEY) == []
-    assert store.read_completed(KEY) == {"fingerprint": FP}
+    assert store.read_completed(KEY) == CompletionRecord(FP)
     assert store.partitions(KEY) == []
 
 

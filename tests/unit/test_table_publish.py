@@ -18,8 +18,8 @@ from deltalake import DeltaTable
 
 from spark_jobs.driver import table_publish
 from spark_jobs.driver.table_publish import TableRun, dead_letter_table, stage
+from spark_jobs.records.summary import JobSummary
 from spark_jobs.snapshots import LeaseError, NamespaceKey, SnapshotStore
-from spark_jobs.snapshots.contracts import JobSummary
 from spark_jobs.spec.job_spec import JobSpec
 from tests.table_support import (
     DAY,

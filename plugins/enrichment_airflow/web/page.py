@@ -20,7 +20,7 @@ from importlib.resources import files
 from typing import Any
 
 from enrichment_airflow.web.models import CostView, NamespaceView, PartitionView
-from spark_jobs.snapshots.contracts import format_count
+from spark_jobs.records.values import format_count
 
 _STYLE = files(__package__).joinpath("page.css").read_text()
 _SCRIPT = files(__package__).joinpath("page.js").read_text()

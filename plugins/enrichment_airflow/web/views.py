@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
 from urllib.parse import quote, urlencode
 
 from enrichment_airflow.web.models import (
@@ -27,9 +26,10 @@ from enrichment_airflow.web.models import (
     TotalsView,
 )
 from enrichment_airflow.web.partitions import partition_count, partition_page, utc
-from spark_jobs.driver.summary import cost_report
+from spark_jobs.records.completion import CompletionRecord
+from spark_jobs.records.cost import CostReport
+from spark_jobs.records.summary import JobSummary
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
-from spark_jobs.snapshots.contracts import JobSummary
 from spark_jobs.snapshots.progress_record import ProgressRecord, ProgressRecordError
 from spark_jobs.snapshots.stall import Stall, stall_of
 
@@ -77,13 +77,13 @@ def _totals(record: ProgressRecord) -> TotalsView:
         watermark_utc=utc(watermark),
         last_committed_at=utc(last_commit),
         summary=record.describe(),
-        cost=CostView(**cost_report(parts, None)),
+        cost=_cost_view(CostReport.count(parts, None)),
     )
 
 
 def _completed_totals(summary: JobSummary) -> TotalsView:
     """Totals of a run that published its output, from the summary it left behind."""
-    partitions, cost = summary.partitions, summary.cost
+    partitions = summary.partitions
     return TotalsView(
         partition_count=partitions,
         partitions_reported=partitions,
@@ -98,7 +98,16 @@ def _completed_totals(summary: JobSummary) -> TotalsView:
         watermark_utc=utc(summary.watermark),
         last_committed_at=None,
         summary=summary.describe_completed(),
-        cost=CostView(**{name: int(cost.get(name, 0)) for name in CostView.model_fields}),
+        cost=_cost_view(summary.cost),
+    )
+
+
+def _cost_view(cost: CostReport) -> CostView:
+    return CostView(
+        requests_made=cost.requests_made,
+        response_cache_hits=cost.response_cache_hits,
+        coalesced_calls=cost.coalesced_calls,
+        calls_saved_by_resume=cost.calls_saved_by_resume,
     )
 
 
@@ -119,7 +128,7 @@ def _unknown_totals() -> TotalsView:
         watermark_utc=None,
         last_committed_at=None,
         summary="progress unknown: no readable progress record",
-        cost=CostView(**dict.fromkeys(CostView.model_fields, 0)),
+        cost=_cost_view(CostReport()),
     )
 
 
@@ -138,17 +147,14 @@ def _progress(store: SnapshotStore, key: NamespaceKey) -> tuple[ProgressRecord |
 
 def _completion(
     store: SnapshotStore, key: NamespaceKey
-) -> tuple[dict[str, Any] | None, JobSummary | None, str | None]:
+) -> tuple[CompletionRecord | None, JobSummary | None, str | None]:
     """The completion record and its summary, or None and why it cannot be shown (a
     crafted one, with counts that are not numbers, shows the namespace as corrupt, never
     a 500)."""
     try:
         record = store.completion_record(key)
-        summary = record.get("summary") if record is not None else None
-        if not isinstance(summary, dict):
-            return record, None, None
-        return record, JobSummary.from_json(summary, "completion record: summary"), None
-    except ValueError as error:  # ManifestError, or a summary field of the wrong type
+        return record, record.summary if record is not None else None, None
+    except ValueError as error:  # ManifestError: a field of the wrong type
         logger.warning("unreadable completion record of %s: %s", key, error)
         return None, None, f"The completion record is corrupt ({error}); discard the namespace."
 
