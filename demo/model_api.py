@@ -1,5 +1,6 @@
 """A demo model endpoint: OpenAI-compatible chat completions and embeddings, and
-Anthropic's messages API, with deterministic answers (``python -m demo.model_api``).
+Anthropic's messages API, with deterministic answers (``python -m demo.model_api``), and
+both providers' batch APIs (``batch_api.py``), whose requests are answered the same way.
 
 Every answer follows from the prompt alone (its sha256), so a test or a benchmark knows
 what each record gets, and a repeated prompt gets the same answer:
@@ -42,6 +43,8 @@ from typing import Any
 from aiohttp import web
 
 from demo import model_api_options
+from demo.batch_api import BatchApi, add_routes
+from demo.batch_jobs import ANTHROPIC_LIMITS, BatchJobs, BatchKnobs
 from demo.model_limits import ModelLimits
 from demo.provider_profiles import Call, FixedWindowProfile, ProviderProfile, Refusal
 
@@ -119,10 +122,14 @@ class ModelApi:
     """Answered calls per prompt text (served at ``/calls``)."""
     malformed_prompts: set[str] = field(default_factory=set)
     timeline: list[TimelineEntry] = field(default_factory=list)
+    batch_knobs: BatchKnobs = field(default_factory=BatchKnobs)
+    """How the batch APIs' batches run (``batch_jobs.py``)."""
+    batches: BatchApi = field(init=False)
 
     def __post_init__(self) -> None:
         if self.profile is None:
             self.profile = FixedWindowProfile(self.limits)
+        self.batches = BatchApi(BatchJobs(self.batch_knobs, self.batch_answer))
 
     @property
     def provider(self) -> ProviderProfile:
@@ -151,6 +158,28 @@ class ModelApi:
         headers, charged = profile.finish(call, decision)
         self._log(arrived, 200, True, charged)
         self.stats["admitted"] += 1
+        return 200, self._answered(api, body, prompt, document, completion), headers
+
+    def batch_answer(self, api: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """The answer one request of a batch gets (``batch_api.py``): the same document
+        and usage as online, outside the online limits (a batch has its own)."""
+        prompt = _prompt_text(api, body)
+        _max_tokens(body)  # the same refusal of a bad max_tokens
+        seed = hashlib.sha256(prompt.encode()).digest()
+        document, completion = self._document(api, body, prompt, seed)
+        self.stats["batch_requests"] += 1
+        return self._answered(api, body, prompt, document, completion)
+
+    def _answered(
+        self,
+        api: str,
+        body: Mapping[str, Any],
+        prompt: str,
+        document: dict[str, Any],
+        completion: int,
+    ) -> dict[str, Any]:
+        """``document`` with its usage, counted as answered (and paid)."""
+        seed, tokens = hashlib.sha256(prompt.encode()).digest(), count_tokens(prompt)
         self.calls_by_prompt[prompt] += 1
         if api != "embeddings" and self._malformed(body, prompt, seed):
             self.stats["malformed"] += 1
@@ -161,7 +190,7 @@ class ModelApi:
         document["usage"] = dict(zip(names, (tokens, completion), strict=True))
         if api != "messages":  # OpenAI's usage always carries the sum too
             document["usage"]["total_tokens"] = tokens + completion
-        return 200, document, headers
+        return document
 
     def _refused(
         self, refusal: Refusal, arrived: float, admitted: bool
@@ -255,7 +284,8 @@ def _content_text(content: Any) -> str:
 
 
 def build_app(api: ModelApi) -> web.Application:
-    app = web.Application()
+    # a batch's upload or create call may be as large as its provider allows (256 MB)
+    app = web.Application(client_max_size=ANTHROPIC_LIMITS.bytes + 2**20)
     app[STATE] = api
     for path, kind in (
         ("/v1/chat/completions", "chat"),
@@ -266,6 +296,7 @@ def build_app(api: ModelApi) -> web.Application:
         ("/openai/deployments/{deployment}/embeddings", "embeddings"),
     ):
         app.router.add_post(path, _handler(kind))
+    add_routes(app, api.batches)
     app.router.add_get("/stats", _stats)
     app.router.add_get("/timeline", _timeline)
     app.router.add_get("/calls", _calls)
@@ -301,6 +332,8 @@ async def _stats(request: web.Request) -> web.Response:
             "prompts_paid_twice": paid_twice,
             "malformed_prompts": len(api.malformed_prompts),
             **api.provider.stats(),
+            **api.batches.jobs.stats(),
+            "batch_steps_reached": sorted(s for s, e in api.batches.reached.items() if e.is_set()),
         }
     )
 
@@ -349,6 +382,7 @@ def main(argv: list[str] | None = None) -> None:
         malformed_every=options.malformed_every,
         latency_s=options.latency_s,
         profile=options.profile,
+        batch_knobs=options.batch_knobs,
     )
     asyncio.run(_serve(api, options.port))
 

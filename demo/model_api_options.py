@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from demo.batch_jobs import BatchKnobs
 from demo.batch_scheduler import BatchServing
 from demo.model_limits import ModelLimits
 from demo.provider_profiles import (
@@ -34,6 +35,7 @@ class ModelApiOptions:
     profile: ProviderProfile
     malformed_every: int
     latency_s: float
+    batch_knobs: BatchKnobs
 
 
 def parser() -> argparse.ArgumentParser:
@@ -75,12 +77,25 @@ def parser() -> argparse.ArgumentParser:
     hosted.add_argument("--decode-step", type=float, default=0.005, help="s a token (0.005)")
     hosted.add_argument("--batch-slowdown", type=float, default=0.05,
                         help="a step's growth per request in the batch (0.05)")  # fmt: skip
+    batches = parser.add_argument_group("batch APIs", "OpenAI's and Anthropic's (batch_jobs.py)")
+    batches.add_argument("--day-s", type=float, default=4.0, help="a batch's 24 h window (4)")
+    batches.add_argument("--process-s", type=float, default=0.4,
+                         help="seconds a batch takes to run all its requests (0.4)")  # fmt: skip
+    batches.add_argument("--fail-every", type=int, default=0,
+                         help="every Nth custom_id errors (0: none)")  # fmt: skip
+    batches.add_argument("--batch-max-requests", type=int, help="a smaller request limit")
     return parser
 
 
 def parse(argv: list[str] | None = None) -> ModelApiOptions:
     args = parser().parse_args(argv)
-    return ModelApiOptions(args.port, _profile(args), args.malformed_every, args.latency)
+    knobs = BatchKnobs(
+        day_s=args.day_s,
+        process_s=args.process_s,
+        fail_every=args.fail_every,
+        max_requests=args.batch_max_requests,
+    )
+    return ModelApiOptions(args.port, _profile(args), args.malformed_every, args.latency, knobs)
 
 
 def _profile(args: argparse.Namespace) -> ProviderProfile:

@@ -8,7 +8,9 @@ structured answer truncated JSON, tokens and requests limited per 6 s window), w
 group, JVM and Python workers) once a third is paid for, runs it again to the end, and
 prints what the result holds: the typed columns, the dead letters by class, the tokens
 and cost of the run, and how many prompts were paid twice (only those in flight or
-answered after the last snapshot when the kill came).
+answered after the last snapshot when the kill came). Then the same messages in batch
+mode (``--model-mode batch``, the endpoint's emulated Batch API): killed while its batches
+run, resumed (it re-attaches to them), at half the token cost and no request paid twice.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import sys
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -49,6 +52,17 @@ def message(i: int) -> str:
     return f"{special} customer message number {i}".strip()
 
 
+MODEL = {
+    "model": "demo-classifier",
+    "prompt": "Classify this support message: {text}",
+    "output_schema": SCHEMA,
+    "parameters": {"max_tokens": 60, "temperature": 0},
+    "limits_window_s": 6,
+    "price_input_per_million": 0.15,
+    "price_output_per_million": 0.60,
+}
+
+
 def write_spec(url: str) -> Path:
     (WORK / "in").mkdir(parents=True)
     rows = (json.dumps({"id": f"m{i:04d}", "text": message(i)}) for i in range(RECORDS))
@@ -62,19 +76,13 @@ def write_spec(url: str) -> Path:
         "partitions": 2,
         "capacity": 8,
         "url_template": url + "/chat/completions",
-        "model": {
-            "model": "demo-classifier",
-            "prompt": "Classify this support message: {text}",
-            "output_schema": SCHEMA,
-            "parameters": {"max_tokens": 60, "temperature": 0},
-            "limits_window_s": 6,
-            "price_input_per_million": 0.15,
-            "price_output_per_million": 0.60,
-        },
+        "model": MODEL,
     }
     path = WORK / "spec.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))  # the schema's order: the columns'
-
+    batch = {**spec, "output": str(WORK / "out-batch"), "snapshot_dir": str(WORK / "batches")}
+    batch["model"] = {**MODEL, "mode": "batch", "batch_poll_s": 0.5}
+    (WORK / "spec-batch.yaml").write_text(yaml.safe_dump(batch, sort_keys=False))
     return path
 
 
@@ -99,6 +107,7 @@ def stats(control: str) -> dict[str, int]:
 def main() -> int:
     shutil.rmtree(WORK, ignore_errors=True)
     limits = ["--tokens", "4000", "--requests", "300", "--window", "6", "--latency", "0.2"]
+    limits += ["--process-s", "8", "--day-s", "120"]  # a batch runs 8 s of its "24 h" 120
     endpoint = subprocess.Popen(
         [sys.executable, "-m", "demo.model_api", "--port", "0", "--malformed-every", "6", *limits],
         cwd=ROOT,
@@ -113,21 +122,53 @@ def main() -> int:
         lines = job(spec, "--estimate").communicate()[0].splitlines()
         estimate = next(line for line in lines if line.startswith("{") and "prompt" in line)
         print("estimate before any call:", estimate)
-        first = job(spec)
-        while stats(control).get("prompts", 0) < RECORDS // 3 and first.poll() is None:
-            time.sleep(0.2)
-        os.killpg(first.pid, signal.SIGKILL)
-        first.wait()
-        print(f"killed the job after {stats(control)['prompts']} prompts were paid for")
-        second = job(spec)
-        log = second.communicate()[0]
-        if second.returncode != 0:
-            print(log[-3000:])
-            return second.returncode
+        code = killed_and_resumed(
+            spec, control, lambda: stats(control).get("prompts", 0) >= RECORDS // 3
+        )
+        if code != 0:
+            return code
         report(stats(control))
+        return batch_run(spec, control)
     finally:
         endpoint.terminate()
         endpoint.wait()
+    return 0
+
+
+def killed_and_resumed(spec: Path, control: str, until: Callable[[], bool]) -> int:
+    """Run the job, kill it (its whole process group) once ``until()``, run it again."""
+    first = job(spec)
+    while not until() and first.poll() is None:
+        time.sleep(0.2)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    paid = stats(control)
+    print(
+        f"killed the job: {paid['prompts']} prompts paid for so far in all, "
+        f"{paid['batches_created']} batches created"
+    )
+    second = job(spec)
+    log = second.communicate()[0]
+    if second.returncode != 0:
+        print(log[-3000:])
+    return second.returncode
+
+
+def batch_run(online_spec: Path, control: str) -> int:
+    """The same run in batch mode, killed while its batches run, then resumed."""
+    spec = online_spec.with_name("spec-batch.yaml")
+    print("\nbatch mode:", end=" ")
+    code = killed_and_resumed(spec, control, lambda: stats(control).get("batch_requests", 0) > 0)
+    if code != 0:
+        return code
+    online = read_result(str(WORK / "out")).summary["cost"].get("token_cost")
+    cost = read_result(str(WORK / "out-batch")).summary["cost"].get("token_cost")
+    calls = stats(control)
+    print(
+        f"batch mode: cost {cost} (online {online}); {calls['batches_created']} batches, "
+        f"{calls['batch_requests_charged']} requests charged, "
+        f"{calls['custom_ids_paid_twice']} paid twice"
+    )
     return 0
 
 

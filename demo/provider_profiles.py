@@ -209,7 +209,7 @@ class FixedWindowProfile(_Served):
         return Admission({"requests": 1, "tokens": tokens}, headers)
 
 
-def _openai_error(message: str, type_: str, code: str | None) -> dict[str, Any]:
+def openai_error(message: str, type_: str, code: str | None) -> dict[str, Any]:
     return {"error": {"message": message, "type": type_, "param": None, "code": code}}
 
 
@@ -221,17 +221,17 @@ def _openai_account(call: Call, account: str) -> Refusal | None:
             " more information on this error, read the docs:"
             " https://platform.openai.com/docs/guides/error-codes/api-errors."
         )
-        return Refusal(429, _openai_error(message, *("insufficient_quota",) * 2), {}, "account")
+        return Refusal(429, openai_error(message, *("insufficient_quota",) * 2), {}, "account")
     if account == "invalid-key":
         message = (
             "Incorrect API key provided. You can find your API key at"
             " https://platform.openai.com/account/api-keys."
         )
-        body = _openai_error(message, "invalid_request_error", "invalid_api_key")
+        body = openai_error(message, "invalid_request_error", "invalid_api_key")
         return Refusal(401, body, {}, "account")
     if account == "unknown-model":
         message = f"The model `{call.model}` does not exist or you do not have access to it."
-        body = _openai_error(message, "invalid_request_error", "model_not_found")
+        body = openai_error(message, "invalid_request_error", "model_not_found")
         return Refusal(404, body, {}, "account")
     return None
 
@@ -240,10 +240,10 @@ def _openai_fault(faults: Faults) -> Refusal | None:
     fault = faults.draw()
     if fault == "server_error":
         message = "The server had an error while processing your request. Sorry about that!"
-        return Refusal(500, _openai_error(message, "server_error", None), {}, fault)
+        return Refusal(500, openai_error(message, "server_error", None), {}, fault)
     if fault == "overloaded":
         message = "The engine is currently overloaded, please try again later."
-        return Refusal(503, _openai_error(message, "server_error", None), {}, fault)
+        return Refusal(503, openai_error(message, "server_error", None), {}, fault)
     return None
 
 
@@ -328,7 +328,7 @@ class OpenAIProfile(_Served):
         headers = self._headers()
         if self.retry_after and not math.isinf(wait):
             headers["Retry-After"] = str(max(1, math.ceil(wait)))
-        body = _openai_error(message, name, "rate_limit_exceeded")
+        body = openai_error(message, name, "rate_limit_exceeded")
         return Refusal(429, body, headers, "throttled")
 
 

@@ -103,6 +103,9 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
     :param retry_dead_letters: ``all`` or error classes (``ThrottledError,ServerError``):
         this run enriches again only those dead letters of the interval's last result and
         publishes the merged result; empty for a normal run (templated).
+    :param model_mode: ``online`` or ``batch`` (``--model-mode``): a model section's
+        requests one call each, or through its provider's batch API at half the price
+        (templated; a run may switch and pays nothing twice).
     :param spark_log_level: level of Spark's own logging in the task log, ``WARN`` by
         default (``INFO``, ``DEBUG`` to see Spark's own lines); the job's decision,
         progress and summary always show (templated).
@@ -155,6 +158,7 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         "output_format",
         "write_mode",
         "dead_letter_layout",
+        "model_mode",
         "job_args",
         "method",
         "body_template",
@@ -194,6 +198,7 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         output_format: str = defaults.OUTPUT_FORMAT,
         write_mode: str = defaults.WRITE_MODE,
         dead_letter_layout: str = defaults.DEAD_LETTER_LAYOUT,
+        model_mode: str | None = None,
         job_args: Sequence[str] = (),
         method: str = "GET",
         body_template: Any = None,
@@ -211,17 +216,16 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         self.input_path, self.output_path = input_path, output_path
         self.key_column = key_column if isinstance(key_column, str) else ",".join(key_column)
         self.url_path, self.response_fields = url_path, dict(response_fields)
-        self.api_conn_id, self.resume = api_conn_id, resume
         self._connect = ConnectJobRun(spark_connect_conn_id) if spark_connect_conn_id else None
-        self.partitions, self.capacity = partitions, capacity
+        self.partitions, self.capacity, self.resume = partitions, capacity, resume
+        self.api_conn_id, self.dead_letter_layout = api_conn_id, dead_letter_layout
         self.input_format, self.event_time_column = input_format, event_time_column
         self.snapshot_root, self.ship_environment = snapshot_root, ship_environment
-        self.cache_dir, self.cache_ttl = cache_dir, cache_ttl
+        self.cache_dir, self.cache_ttl, self.model_mode = cache_dir, cache_ttl, model_mode
         self.max_requests, self.cost_per_request = max_requests, cost_per_request
-        self.input_options = dict(input_options or {})
+        self.input_options, self.job_args = dict(input_options or {}), list(job_args)
         self.max_dead_letters, self.retry_dead_letters = max_dead_letters, retry_dead_letters
         self.output_format, self.write_mode = output_format, write_mode
-        self.dead_letter_layout, self.job_args = dead_letter_layout, list(job_args)
         self.method, self.body_template, self.bearer_token = method, body_template, bearer_token
         self.headers, self.secret_headers = dict(headers or {}), dict(secret_headers or {})
         self.spark_log_level, self.api_url = spark_log_level, ""

@@ -62,6 +62,7 @@ def job_arguments(
         "--cost-per-request": op.cost_per_request,
         "--max-dead-letters": op.max_dead_letters,
         "--retry-dead-letters": op.retry_dead_letters,
+        "--model-mode": op.model_mode,
     }
     options.update({k: v for k, v in optional.items() if v not in (None, "", "None")})
     fields = [("--response-field", f"{n}={p}") for n, p in op.response_fields.items()]

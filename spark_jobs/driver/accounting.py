@@ -41,14 +41,6 @@ class CallAccounting:
     totals: Mapping[str, int] = field(default_factory=dict)
     record: Accounting = field(default_factory=Accounting)
 
-    @property
-    def prompt_tokens(self) -> int:
-        return self.totals.get(TOKEN_COUNTERS[0], 0)
-
-    @property
-    def completion_tokens(self) -> int:
-        return self.totals.get(TOKEN_COUNTERS[1], 0)
-
 
 def account_calls(
     chains: Mapping[int, Mapping[str, Any]],

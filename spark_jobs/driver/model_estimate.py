@@ -53,6 +53,7 @@ def estimate_run(
     completion = model.completion_reserve * callable_records
     report: dict[str, Any] = {
         "records_in": records,
+        "mode": model.mode,  # batch: priced at the batch price (half)
         "sampled": len(counts) + unusable,
         "sample_without_fields": unusable,
         "tokenizer": tokenizer_name(),

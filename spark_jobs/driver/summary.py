@@ -40,7 +40,7 @@ def build_summary(
     cost = CostReport.count(partitions, spec.cost_per_request, accounting.totals)
     model = model_config(spec)
     if model is not None:  # the spend ledger: tokens paid for, and their price
-        cost = token_report(model, accounting.prompt_tokens, accounting.completion_tokens, cost)
+        cost = token_report(model, accounting.totals, cost)
     done = counts.enriched + counts.dead_letters
     stops = tuple(sorted(p.partition for p in stopped))
     summary = JobSummary(

@@ -2,11 +2,11 @@
 
 Two strategies, as Beam separates its ``Caller`` from what wraps it: :class:`SingleCalls`
 sends one request per record (answering from the response cache across runs when there
-is one); :class:`BatchCalls` parks each record's key until a batch request is due and
-hands every caller the item for its own key. :class:`HttpEnricher` picks one when it is
-built and never asks which it holds: its LRU cache, in-flight sharing and counters are
-the same for both. :class:`ResponseMapping` turns an answer into the record's fields for
-either.
+is one; a model's batch mode makes each a row of a provider batch instead);
+:class:`BatchCalls` parks each record's key until a batch request is due and hands every
+caller the item for its own key. :class:`HttpEnricher` picks one when it is built and
+never asks which it holds: its LRU cache, in-flight sharing and counters are the same for
+both. :class:`ResponseMapping` turns an answer into the record's fields for either.
 """
 
 from __future__ import annotations
@@ -162,13 +162,18 @@ class SingleCalls:
         if payload is not None:
             self.stored_hits += 1
             return self._answers(payload, url, self._sender.redact)
-        status, payload = await self._sender.request(self._method, url, body, allow_404=True)
+        status, payload = await self._send(url, body)
         if status == 404:
             return self._mapping.not_found(f"HTTP 404 from {self._method} {url}")
         output = self._answers(payload, url, self._sender.redact)
         if stored is not None:  # only answers that mapped cleanly are kept
             stored.put(self._method, url, body, payload)
         return output
+
+    def _send(self, url: str, body: str | None) -> Awaitable[tuple[int, bytes]]:
+        """The answer no cache had, as (status, body): a call of its own (a row of a
+        provider batch in ``model_endpoint/batch_calls.py``)."""
+        return self._sender.request(self._method, url, body, allow_404=True)
 
 
 class BatchCalls:

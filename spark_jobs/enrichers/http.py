@@ -19,7 +19,7 @@ back through here and pays its token and slot like a first call.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +40,17 @@ from .dedup import Coalescer, LruCache
 from .errors import is_retryable
 from .request_budget import RequestBudget
 from .sender import RequestSender
+
+SingleCallsFactory = Callable[
+    [
+        HttpEnricherConfig,
+        RequestSender,
+        ResponseMapping,
+        StoredResponses | None,
+        AnswerMapping | None,
+    ],
+    SingleCalls,
+]
 
 if TYPE_CHECKING:
     import aiohttp
@@ -67,13 +78,16 @@ class HttpEnricher:
         *,
         answers: AnswerMapping | None = None,
         pacing: CallPacing | None = None,
+        calls: SingleCallsFactory | None = None,
     ) -> None:
         """``stored``: answers kept across runs; ``request_budget``: what this enricher
         may send before it raises :class:`BudgetExhausted` instead of sending;
         ``answered``: the LRU cache to start from, keyed by ``request_keys`` (a
         resumed partition's replayed answers), instead of an empty one. ``answers``
         maps a body to the output instead of the ``response_fields`` paths, and
-        ``pacing`` admits each call (both a model endpoint's: ``model_endpoint/``)."""
+        ``pacing`` admits each call (both a model endpoint's: ``model_endpoint/``);
+        ``calls`` builds the one-call-per-record strategy instead of ``SingleCalls`` (a
+        model's batch mode, ``model_endpoint/batch_calls.py``)."""
         if config.batch is not None and (stored is not None or request_budget is not None):
             raise ValueError("a response cache or a request budget does not work with batching")
         self.config = config
@@ -85,8 +99,9 @@ class HttpEnricher:
         self._sender = RequestSender(config, request_budget)
         self._sender.pacing = pacing
         mapping = ResponseMapping(config, self._sender.redact)
+        single = calls or SingleCalls
         self._calls: Calls[Any] = (
-            SingleCalls(config, self._sender, mapping, stored, answers)
+            single(config, self._sender, mapping, stored, answers)
             if config.batch is None
             else BatchCalls(config, config.batch, self._sender, mapping)
         )

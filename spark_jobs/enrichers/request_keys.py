@@ -8,12 +8,20 @@ one definition serves both: a key paid for before a crash is the key asked after
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Hashable, Mapping
 from typing import Any
 
 from .config import HttpEnricherConfig
 from .errors import PermanentError
 from .templates import FieldSource
+
+
+def request_key(method: str, url: object, body: str | None) -> str:
+    """The key of one request's answer across runs and modes (no header, so never the
+    token): the response cache's key, and a batch request's ``custom_id`` (64 hex digits,
+    what both providers' batch APIs take), so an answer paid in one mode answers the other."""
+    return hashlib.sha256(f"{method}\n{url}\n{body or ''}".encode()).hexdigest()
 
 
 class CallKeys:

@@ -28,7 +28,6 @@ credentials and headers that asked (``<cache dir>/scope-<hex>/partitions=N/...``
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import hmac
 import io
 import logging
@@ -41,6 +40,7 @@ import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from spark_jobs.enrichers.request_keys import request_key
 from spark_jobs.partition_runner.cache_scope import CacheScope
 from spark_jobs.snapshots.storage import list_entries, write_new_file
 
@@ -62,11 +62,6 @@ CLOCK_SKEW_S = 300.0
 #: A partition that finds more live files than this merges them into one as it loads:
 #: every cut of a run adds a file, and the next runs would otherwise read them all again.
 MERGE_AFTER_FILES = 16
-
-
-def request_key(method: str, url: object, body: str | None) -> str:
-    """The cache key of one request (no header, so never the token)."""
-    return hashlib.sha256(f"{method}\n{url}\n{body or ''}".encode()).hexdigest()
 
 
 class CacheFileError(ValueError):

@@ -20,10 +20,12 @@ from spark_jobs.enrichers import HttpEnricher, PermanentError, RequestBudget, op
 from spark_jobs.enrichers.calls import FieldMapping
 from spark_jobs.enrichers.dedup import LruCache
 from spark_jobs.enrichers.model_endpoint import ModelAnswers, ModelPacing
+from spark_jobs.enrichers.model_endpoint.batch_calls import BatchMode
 from spark_jobs.partition_runner.cache_scope import read_cache_scope
 from spark_jobs.partition_runner.input_lines import describe_lines, record_lines
 from spark_jobs.partition_runner.response_cache import ResponseCache
 from spark_jobs.records.enricher_stats import EnricherStats
+from spark_jobs.snapshots.batch_journal import BatchJournal
 from spark_jobs.spec.input_options import CORRUPT_RECORD
 from spark_jobs.spec.job_spec import JobSpec
 from spark_jobs.spec.model_options import model_config
@@ -108,12 +110,14 @@ async def open_row_enrichment(
     request_budget: RequestBudget | None = None,
     answered: LruCache[dict[str, Any]] | None = None,
     telemetry: PartitionTelemetry = NO_TELEMETRY,
+    batch_journal: BatchJournal | None = None,
 ) -> AsyncIterator[RowEnrichment]:
     """Open the spec's enrichment (one HTTP session, or the user's function) for a partition,
     with the partition's part of the response cache when ``cache_dir`` is set. Once
     ``request_budget`` is spent, a call raises ``BudgetExhausted`` instead. ``answered``
     starts the HTTP enricher's LRU cache (answers a resumed partition already paid for).
-    ``telemetry`` times the requests and reads the enrichment's counters."""
+    ``telemetry`` times the requests and reads the enrichment's counters. A model in batch
+    mode records its batches in ``batch_journal`` (the partition's, in its namespace)."""
     if spec.enricher:
         async with open_user_function(spec.enricher) as user_function:
             enrichment = _user_enrichment(spec, user_function, request_budget)
@@ -129,9 +133,14 @@ async def open_row_enrichment(
         pacing = ModelPacing(model, config.partitions, request_budget if spec.max_cost else None)
         request_budget = None if spec.max_cost else request_budget
     answers = ModelAnswers(model) if model is not None else None
+    calls = None
+    if model is not None and pacing is not None and model.mode == "batch":
+        if batch_journal is None:
+            raise ValueError("model.mode batch records its batches under --snapshot-dir")
+        calls = BatchMode(model, batch_journal, pacing).calls
     try:
         async with HttpEnricher(
-            config, stored, request_budget, answered, answers=answers, pacing=pacing
+            config, stored, request_budget, answered, answers=answers, pacing=pacing, calls=calls
         ) as enrich:
             url = config.batch.url_template if config.batch else config.url_template
             enrich.observe_requests(telemetry.request_observer(url or ""))

@@ -33,6 +33,7 @@ from spark_jobs.asyncwait import (
 from spark_jobs.enrichers import default_retry_strategy
 from spark_jobs.partition_runner.row_enrichment import RowEnrichment, open_row_enrichment
 from spark_jobs.snapshots import LeaseError, Manifest, PartitionSnapshots
+from spark_jobs.snapshots.batch_journal import BatchJournal
 from spark_jobs.spec.job_spec import JobSpec
 from spark_jobs.telemetry import partition_telemetry
 
@@ -169,6 +170,8 @@ class _Attempt:
         self._idle_failure: Exception | None = None
         self._timer: asyncio.TimerHandle | None = None
         self.paid = PaidAnswers(spec)  # what a resume already paid for: its LRU to start
+        namespace = runner.snapshots.path.rsplit("/", 1)[0]  # a model's batches, beside it
+        self.journal = BatchJournal.at(spec.snapshot_dir, namespace, task.partition)
 
     async def replay(self, manifest: Manifest) -> AsyncIterator[pa.RecordBatch]:
         async for batch in replay(self.runner.snapshots, self.runner.schema, manifest):
@@ -205,7 +208,7 @@ class _Attempt:
         spec, budget = self.runner.spec, self.budget.allowance
         await asyncio.to_thread(self.committer.begin)
         opened = open_row_enrichment(
-            spec, self.task.partition, budget, self.paid.answered, self.telemetry
+            spec, self.task.partition, budget, self.paid.answered, self.telemetry, self.journal
         )
         async with opened as enrichment:
             self._watch(enrichment)

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from .values import is_count, is_number
 
 _COUNTS = ("requests_made", "response_cache_hits", "coalesced_calls", "calls_saved_by_resume")
+_TOKENS = ("prompt_tokens", "completion_tokens", "batch_prompt_tokens", "batch_completion_tokens")
 
 
 class CallCounts(Protocol):
@@ -50,6 +51,8 @@ class CostReport:
     estimated_saving: float | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    batch_prompt_tokens: int | None = None  # of them, paid through a batch API
+    batch_completion_tokens: int | None = None
     price_input_per_million: float | None = None
     price_output_per_million: float | None = None
     token_cost: float | None = None
@@ -104,7 +107,7 @@ class CostReport:
         for name, value in document.items():
             if not is_number(value):
                 raise ValueError(f"{what}.{name} is {value!r:.40}, not a number")
-        for name in (*_COUNTS, "prompt_tokens", "completion_tokens"):
+        for name in (*_COUNTS, *_TOKENS):
             if name in document and not is_count(document[name]):
                 raise ValueError(f"{what}.{name} is {document[name]!r:.40}, not a count")
         known = {f.name for f in fields(cls)} - {"extra"}

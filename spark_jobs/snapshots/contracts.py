@@ -30,7 +30,13 @@ from spark_jobs.records.values import is_count, is_flag, is_number, is_optional_
 #: The enrichment's call counters a partition counts (``row_enrichment.py``).
 CALL_COUNTERS = ("requests_made", "response_cache_hits", "coalesced_calls", "cache_hits")
 #: A model endpoint's too (``model_endpoint/pacing.py``): tokens of the calls paid for.
-TOKEN_COUNTERS = ("prompt_tokens", "completion_tokens")
+TOKEN_COUNTERS = (
+    "prompt_tokens",
+    "completion_tokens",
+    "batch_prompt_tokens",
+    "batch_completion_tokens",
+)
+"""Every token paid for, and of them those paid through a batch API (at its price)."""
 
 
 #: Outcomes a stored count of calls by outcome may name, and how long a name may be: above

@@ -253,6 +253,12 @@ def _add_model_options(add: _Options) -> None:
         '"Classify: {title}", "output_schema": {...}} (docs/model-endpoints.md)',
     )
     add(
+        "--model-mode",
+        choices=("online", "batch"),
+        help="the model's requests one call each (online), or through the provider's batch "
+        "API at half the price (batch); default: the model section's mode, else online",
+    )
+    add(
         "--max-cost",
         type=float,
         help="spend budget of this run at the model's prices per million tokens: once "

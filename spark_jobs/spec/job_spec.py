@@ -39,6 +39,9 @@ from spark_jobs.spec.telemetry_options import check_telemetry_options
 # finished behind a slow one (ordered mode, a Retry-After, a stall) keep waiting for their
 # turn while new requests still go out, so one wait does not idle the whole partition.
 QUEUE_FACTOR = 4
+BATCH_QUEUE = 10_000
+"""Records a partition holds in provider batches at once (``model.mode: batch``) unless
+``model.batch_size`` or ``queue_capacity`` says: fewer, larger batches."""
 REQUIRED = ("input", "output", "key_column", "snapshot_dir")
 
 
@@ -110,6 +113,9 @@ class JobSpec:
     (``snapshots/budget_ledger.py``); None for no limit."""
     max_cost: float | None = None
     """Spend budget of one run at the model's prices, like ``max_requests``."""
+    model_mode: str | None = None
+    """``online`` or ``batch``: the model section's ``mode`` for this run (the Airflow
+    operator's ``model_mode``); not part of the fingerprint, so a run may switch."""
     estimate: bool = False
     """Print the expected tokens and cost of a model run from a sample; call nothing."""
     max_concurrent_partitions: int | None = None
@@ -217,6 +223,11 @@ class JobSpec:
         return (key,) if isinstance(key, str) else tuple(key)
 
     @property
+    def _model_batch(self) -> bool:
+        """The model's requests go through its provider's batch API (``model.mode``)."""
+        return bool(self.model) and (self.model_mode or self.model.get("mode")) == "batch"
+
+    @property
     def _batching(self) -> bool:
         """The ``http`` options ask for batch requests (nested, or flat ``batch_*``)."""
         try:
@@ -239,6 +250,22 @@ class JobSpec:
 
     def _check_cost_options(self) -> None:
         check(self.max_cost is None or bool(self.model), "max_cost", "prices a model section")
+        check(
+            self.model_mode in (None, "online", "batch")
+            and (not self.model_mode or bool(self.model)),
+            "model_mode",
+            f"online or batch, for a model section; got {self.model_mode!r}",
+        )
+        check(
+            not (self._model_batch and self.max_requests is not None),
+            "max_requests",
+            "counts calls; a batch run's budget is --max-cost",
+        )
+        check(
+            not (self._model_batch and self.http.get("coalesce") is False),
+            "http",
+            "coalesce must stay on in model batch mode (a row is handed to one caller)",
+        )
         if self.max_requests is not None:
             check(
                 isinstance(self.max_requests, int) and self.max_requests >= 1,
@@ -270,6 +297,8 @@ class JobSpec:
         """The async wait operator's capacity (see ``queue_capacity``)."""
         if self.queue_capacity is not None:
             return self.queue_capacity
+        if self._model_batch:  # records wait in a batch together: as many as one holds
+            return int(self.model.get("batch_size") or BATCH_QUEUE)
         return self.capacity if self.enricher else QUEUE_FACTOR * self.capacity
 
     @property
@@ -278,7 +307,7 @@ class JobSpec:
         sends no more, so a record starts when a request slot is free rather than parking
         in the enricher; None (the whole queue) with batching, whose calls wait together to
         fill a batch, and with ``--enricher``."""
-        return None if self.enricher or self._batching else self.capacity
+        return None if self.enricher or self._batching or self._model_batch else self.capacity
 
     @property
     def running_partitions(self) -> int:

@@ -35,6 +35,8 @@ class ModelOptions(Protocol):
     @property
     def max_requests(self) -> int | None: ...
     @property
+    def model_mode(self) -> str | None: ...
+    @property
     def response_fields(self) -> Mapping[str, ResponseField]: ...
 
 
@@ -42,8 +44,9 @@ def model_config(spec: ModelOptions) -> ModelConfig | None:
     """The spec's model section, validated; None without one."""
     if not spec.model:
         return None
+    data = {**spec.model, **({"mode": spec.model_mode} if spec.model_mode else {})}
     try:
-        return ModelConfig.from_dict(spec.model)
+        return ModelConfig.from_dict(data)
     except (TypeError, ValueError) as error:
         raise SpecError(f"--model: {error}") from None
 
@@ -81,15 +84,31 @@ def cost_units(max_cost: float) -> int:
     return max(1, math.floor(max_cost * COST_UNITS))
 
 
-def token_report(config: ModelConfig, prompt: int, completion: int, cost: CostReport) -> CostReport:
+def token_report(config: ModelConfig, totals: Mapping[str, int], cost: CostReport) -> CostReport:
     """``cost`` with the run's tokens (calls paid for, every attempt) and, with prices,
-    their cost."""
+    their cost: those paid through a batch API at its price, the others at the online
+    one, whichever mode each attempt ran in (a run may switch)."""
+    prompt, completion, batch_prompt, batch_completion = (
+        int(totals.get(name, 0))
+        for name in (
+            "prompt_tokens",
+            "completion_tokens",
+            "batch_prompt_tokens",
+            "batch_completion_tokens",
+        )
+    )
     report = replace(cost, prompt_tokens=prompt, completion_tokens=completion)
+    if batch_prompt or batch_completion:
+        report = replace(
+            report, batch_prompt_tokens=batch_prompt, batch_completion_tokens=batch_completion
+        )
     if not config.priced:
         return report
+    online = config.cost(prompt - batch_prompt, completion - batch_completion, "online")
+    batch = config.cost(batch_prompt, batch_completion, "batch")
     return replace(
         report,
         price_input_per_million=config.price_input_per_million,
         price_output_per_million=config.price_output_per_million,
-        token_cost=round(config.cost(prompt, completion), 6),
+        token_cost=round(online + batch, 6),
     )

@@ -9,7 +9,9 @@ import pytest
 
 from enrichment_airflow.enrichment_hook import EnrichmentApiHook
 from enrichment_airflow.enrichment_operator import ResumableEnrichmentOperator
+from enrichment_airflow.job_arguments import job_arguments
 from spark_jobs.launch import ENRICH_JOB
+from spark_jobs.snapshots import NamespaceKey
 
 from .operator_support import enrichment_operator, submit_hook
 
@@ -209,3 +211,16 @@ def test_airflow_operator_uses_no_private_name_of_the_spark_provider():
         names = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
         names |= {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
         assert not names & private, f"{module.__name__} uses {sorted(names & private)}"
+
+
+def test_model_mode_becomes_the_jobs_flag_and_an_unset_one_none(monkeypatch, tmp_path):
+    api_connection(monkeypatch, "s3cr3t-token")
+    hook = EnrichmentApiHook(snapshot_root=str(tmp_path))
+    key = NamespaceKey("dag", "enrich", "2026-12-01T00:00:00+00:00")
+
+    def arguments(**overrides: str) -> list[str]:
+        return job_arguments(enrichment_operator(**overrides), hook, key, "run", [])
+
+    batch = arguments(model_mode="batch")
+    assert batch[batch.index("--model-mode") + 1] == "batch"
+    assert "--model-mode" not in arguments(model_mode="None")  # a template left unset

@@ -14,8 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from demo.stack import demo_api
+from spark_jobs.enrichers.request_keys import request_key
 from spark_jobs.exit_status import ExitStatus
-from spark_jobs.partition_runner.response_cache import request_key
 
 from .job_support import (
     committed_rows,

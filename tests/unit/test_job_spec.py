@@ -206,3 +206,27 @@ def test_redirects_are_followed_only_when_asked_by_flag_or_by_the_http_section(t
     spec_file.write_text("http:\n  follow_redirects: always\n")
     with pytest.raises(SpecError, match="follow_redirects must be one of none, same-origin"):
         parse_args([*REQUIRED, "--spec", str(spec_file)])
+
+
+MODEL_RUN = [
+    *("--input", "in", "--output", "out", "--key-column", "id", "--snapshot-dir", "snap"),
+    *("--url-template", "http://api/v1/chat/completions", "--method", "POST"),
+    *("--model", json.dumps({"model": "m", "prompt": "{title}", "price_input_per_million": 1})),
+]
+
+
+def test_model_mode_switches_the_mode_not_the_fingerprint_and_holds_a_batch_per_partition():
+    online, batch = parse_args(MODEL_RUN), parse_args([*MODEL_RUN, "--model-mode", "batch"])
+    assert batch.enrichment_identity() == online.enrichment_identity()  # may switch, resume
+    assert batch.operator_capacity == 10_000 and batch.operator_call_capacity is None
+    assert online.operator_call_capacity == online.capacity
+
+
+def test_a_batch_run_refuses_a_request_budget_and_a_mode_needs_a_model(tmp_path):
+    with pytest.raises(SpecError, match="max-requests: counts calls"):
+        parse_args([*MODEL_RUN, "--model-mode", "batch", "--max-requests", "5"])
+    with pytest.raises(SpecError, match="model-mode: online or batch, for a model section"):
+        parse_args([*REQUIRED, "--model-mode", "batch"])
+    with pytest.raises(SpecError, match="coalesce must stay on in model batch mode"):
+        (tmp_path / "spec.yaml").write_text("http:\n  coalesce: false\n")
+        parse_args([*MODEL_RUN, "--model-mode", "batch", "--spec", str(tmp_path / "spec.yaml")])

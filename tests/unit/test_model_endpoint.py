@@ -2,6 +2,7 @@
 schema (typed columns, validation), each answer's class, the request body and the config."""
 
 import asyncio
+import dataclasses
 import json
 import re
 
@@ -26,6 +27,8 @@ from spark_jobs.enrichers.model_endpoint.pacing import LIMIT_SHARE
 from spark_jobs.enrichers.rate_control import RateController
 from spark_jobs.enrichers.rate_headers import MAX_RESET_S, TokenQuota, quota_hint, token_quotas
 from spark_jobs.enrichers.templates import BodyTemplate
+from spark_jobs.records.cost import CostReport
+from spark_jobs.spec.model_options import token_report
 
 SCHEMA = {
     "type": "object",
@@ -48,6 +51,9 @@ def _no_redact(text: str) -> str:
 
 
 # -- headers ------------------------------------------------------------------------------
+
+
+NO_BATCH = {"batch_prompt_tokens": 0, "batch_completion_tokens": 0}
 
 
 def test_openai_headers_give_limits_remaining_and_reset():
@@ -141,7 +147,7 @@ def test_token_limit_learned_from_headers_per_partition_share():
     call = _admit(pacing)
     pacing.settle(call, _reply(200, {"x-ratelimit-limit-tokens": "12000"}), RateController(None))
     assert pacing.limits["tokens"].rate == pytest.approx(12000 * LIMIT_SHARE / 60 / 2)
-    assert pacing.counters == {"prompt_tokens": 10, "completion_tokens": 20}
+    assert pacing.counters == {"prompt_tokens": 10, "completion_tokens": 20, **NO_BATCH}
 
 
 def test_openai_charges_prompt_plus_max_tokens_at_admission_and_gives_nothing_back():
@@ -198,7 +204,7 @@ def test_a_refused_call_gives_its_whole_charge_back():
     assert limit.level < before
     pacing.settle(call, _reply(429, {}), RateController(None))
     assert limit.level == pytest.approx(before)
-    assert pacing.counters == {"prompt_tokens": 0, "completion_tokens": 0}
+    assert pacing.counters == {"prompt_tokens": 0, "completion_tokens": 0, **NO_BATCH}
 
 
 def test_the_stated_remaining_is_the_level_less_what_it_has_not_counted():
@@ -609,3 +615,32 @@ def test_prompt_tokens_count_the_texts_not_the_json_around_them():
     assert prompt_tokens(json.dumps(body)) == 10 + 3 + 2 * MESSAGE_TOKENS
     assert prompt_tokens(json.dumps({"model": "e", "input": "y" * 8})) == 2
     assert prompt_tokens("not json at all") == 4
+
+
+def test_batch_mode_prices_at_half_and_works_with_the_two_batch_apis_only():
+    online = ModelConfig(model="m", prompt="{t}", price_input_per_million=2.0)
+    batch = dataclasses.replace(online, mode="batch")
+    assert batch.cost(1000, 0) == pytest.approx(online.cost(1000, 0) / 2)
+    assert batch.fingerprint() == online.fingerprint()
+    with pytest.raises(ValueError, match=r"model\.mode: batch works with the openai and anthropic"):
+        ModelConfig(model="m", prompt="{t}", provider="azure", mode="batch")
+    with pytest.raises(ValueError, match=r"model\.mode must be one of online, batch"):
+        ModelConfig(model="m", prompt="{t}", mode="later")  # type: ignore[arg-type]
+
+
+def test_a_run_that_switched_modes_pays_each_token_at_the_price_of_its_mode():
+    """Online before a budget stop, batch after: the ledger prices each part as paid."""
+    config = ModelConfig(
+        model="m", prompt="{t}", price_input_per_million=2.0, price_output_per_million=8.0
+    )
+    totals = {
+        "prompt_tokens": 3000,
+        "completion_tokens": 1000,
+        "batch_prompt_tokens": 1000,
+        "batch_completion_tokens": 500,
+    }
+    expected = (2000 * 2 + 500 * 8 + (1000 * 2 + 500 * 8) / 2) / 1e6
+    for mode in ("online", "batch"):  # whichever mode the run ended in
+        report = token_report(dataclasses.replace(config, mode=mode), totals, CostReport())
+        assert report.token_cost == pytest.approx(expected)
+        assert report.batch_prompt_tokens == 1000

@@ -6,6 +6,8 @@ throttling, redirects policy, redaction) with token-aware pacing and a spend led
 enricher's body template; ``answers.py`` maps an answer to typed columns or a failure of
 its own class; ``pacing.py`` charges each call's tokens and cost as its provider does
 (``token_limit.py``: one limit's share and shape) and settles them with ``usage``.
+``batch_calls.py`` sends the requests as rows of the provider's batch API instead
+(``model.mode: batch``; ``batch_protocols.py`` speaks OpenAI's and Anthropic's).
 """
 
 from .answers import ContentFilteredError, InvalidOutputError, ModelAnswers, RefusedError

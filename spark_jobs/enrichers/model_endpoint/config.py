@@ -30,6 +30,11 @@ Api = Literal["chat", "embeddings", "anthropic"]
 APIS: tuple[Api, ...] = get_args(Api)
 Provider = Literal["openai", "azure", "anthropic", "self-hosted"]
 PROVIDERS: tuple[Provider, ...] = get_args(Provider)
+Mode = Literal["online", "batch"]
+MODES: tuple[Mode, ...] = get_args(Mode)
+BATCH_PRICE = 0.5
+"""What a request costs through a provider's batch API, of its online price (OpenAI's
+Batch API and Anthropic's Message Batches: half)."""
 DEFAULT_COLUMN = {"chat": "answer", "anthropic": "answer", "embeddings": "embedding"}
 TOKEN_COLUMNS = ("prompt_tokens", "completion_tokens")
 """Every answer's usage, one column each (0 completion tokens for embeddings)."""
@@ -77,6 +82,19 @@ class ModelConfig:
     price_input_per_million: float | None = None
     price_output_per_million: float | None = None
     anthropic_version: str = ANTHROPIC_VERSION
+    mode: Mode = "online"
+    """``online`` (a call per record) or ``batch`` (the provider's batch API,
+    ``batch_calls.py``): the same answers, so not part of the fingerprint; a run may
+    switch and resume."""
+    batch_size: int | None = None
+    """The most requests a batch holds (default the provider's limit)."""
+    batch_wait_s: float = 1.0
+    """A batch is created once it is full, or this long after its first request."""
+    batch_poll_s: float = 30.0
+    """How often a running batch is looked at."""
+    batch_resend: Mode = "batch"
+    """Where a request goes that its batch never ran (expired, cancelled): a new batch,
+    or ``online`` (a call of its own, at the online price)."""
 
     def __post_init__(self) -> None:
         check_str(self.model, "model.model")
@@ -115,6 +133,20 @@ class ModelConfig:
             check_int(self.completion_tokens, "model.completion_tokens", minimum=0)
         if self.output_column is not None:
             check_str(self.output_column, "model.output_column")
+        self._check_mode()
+
+    def _check_mode(self) -> None:
+        check_choice(self.mode, MODES, "model.mode")
+        if self.batch_size is not None:
+            check_int(self.batch_size, "model.batch_size", minimum=1)
+        positive_float(self.batch_wait_s, "model.batch_wait_s")
+        positive_float(self.batch_poll_s, "model.batch_poll_s")
+        check_choice(self.batch_resend, MODES, "model.batch_resend")
+        if self.mode == "batch" and self.provider not in ("openai", "anthropic"):
+            raise ValueError(
+                f"model.mode: batch works with the openai and anthropic batch APIs, "
+                f"not model.provider {self.provider}"
+            )
 
     # -- what the job needs --------------------------------------------------------------
 
@@ -148,12 +180,21 @@ class ModelConfig:
     def priced(self) -> bool:
         return self.price_input_per_million is not None or self.price_output_per_million is not None
 
-    def cost(self, prompt_tokens: float, completion_tokens: float) -> float:
-        """What the tokens cost at the spec's prices per million (0 for an unset price)."""
+    def cost(
+        self, prompt_tokens: float, completion_tokens: float, mode: Mode | None = None
+    ) -> float:
+        """What the tokens cost at the spec's prices per million (0 for an unset price),
+        at ``BATCH_PRICE`` of them when paid through a batch API (``mode``, else the
+        config's own)."""
+        share = BATCH_PRICE if (mode or self.mode) == "batch" else 1.0
         return (
-            prompt_tokens * (self.price_input_per_million or 0.0)
-            + completion_tokens * (self.price_output_per_million or 0.0)
-        ) / 1e6
+            share
+            * (
+                prompt_tokens * (self.price_input_per_million or 0.0)
+                + completion_tokens * (self.price_output_per_million or 0.0)
+            )
+            / 1e6
+        )
 
     # -- serialisation -------------------------------------------------------------------
 

@@ -109,6 +109,8 @@ class ModelPacing:
         self._changed: asyncio.Event | None = None  # made in the loop that first waits
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self.batch_prompt_tokens = 0  # of them, those of batch answers (their own price)
+        self.batch_completion_tokens = 0
 
     def _limit(self, per_window: float) -> TokenLimit:
         share = LIMIT_SHARE / self._partitions
@@ -122,7 +124,7 @@ class ModelPacing:
         completion = self.config.completion_reserve
         units = 0
         if self._budget is not None:
-            cost = self.config.cost(prompt, completion)
+            cost = self.config.cost(prompt, completion, "online")
             units = max(1, math.ceil(cost * COST_UNITS))
             await self._budget.spend(units)
         async with untimed():
@@ -188,6 +190,39 @@ class ModelPacing:
         if self._budget is not None:
             self._budget.settle(admitted.cost_units, used_units)
 
+    async def reserve_batch(self, bodies: list[str]) -> int:
+        """Reserve under ``--max-cost`` what a batch of ``bodies`` may cost, as it is
+        created (``BudgetExhausted`` when the run's budget cannot cover it); its units.
+        A batch has limits of its own: no token limit is charged."""
+        if self._budget is None:
+            return 0
+        reserve = self.config.completion_reserve
+        units = sum(
+            max(1, math.ceil(self.config.cost(prompt_tokens(b), reserve, "batch") * COST_UNITS))
+            for b in bodies
+        )
+        await self._budget.spend(units)
+        return units
+
+    def settle_batch(self, reserved: int, answers: list[bytes]) -> None:
+        """A batch's answers came: count their usage, and settle its reservation by it
+        (what it did not answer costs nothing)."""
+        used = 0
+        for payload in answers:
+            try:
+                counted = usage(json.loads(payload), self.config.api)
+            except (ValueError, RecursionError):
+                counted = None
+            if counted is None or max(counted) > MAX_USAGE_TOKENS:
+                continue
+            self.prompt_tokens += counted[0]
+            self.completion_tokens += counted[1]
+            self.batch_prompt_tokens += counted[0]
+            self.batch_completion_tokens += counted[1]
+            used += math.ceil(self.config.cost(*counted, "batch") * COST_UNITS)
+        if self._budget is not None:
+            self._budget.settle(reserved, used)
+
     def _pause_refusing(self, reply: Reply, admitted: Admission) -> None:
         """A 429 whose headers leave a token limit less than the call's charge was that
         limit's refusal: it charges nothing until the answer's retry delay has passed."""
@@ -226,7 +261,7 @@ class ModelPacing:
                 self._prompt_ratio = min(max(ratio, PROMPT_RATIO[0]), PROMPT_RATIO[1])
         self.prompt_tokens += prompt
         self.completion_tokens += completion
-        return completion, math.ceil(self.config.cost(prompt, completion) * COST_UNITS)
+        return completion, math.ceil(self.config.cost(prompt, completion, "online") * COST_UNITS)
 
     def _observe(self, reply: Reply, rate: RateController, admitted: Admission) -> None:
         """The answer's statements of the limits: the request limit caps the request
@@ -260,4 +295,9 @@ class ModelPacing:
 
     @property
     def counters(self) -> dict[str, int]:
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "batch_prompt_tokens": self.batch_prompt_tokens,
+            "batch_completion_tokens": self.batch_completion_tokens,
+        }

@@ -1,0 +1,109 @@
+"""A partition's provider batches in its namespace: each one's intent before the provider
+is asked to create it, and its id once the provider has answered.
+
+A batch run pays for a request when the provider runs it, hours after the call that
+created its batch; an attempt killed in between must find that batch again rather than
+pay for the requests twice. So before anything is uploaded an intent is written (which
+custom_ids the batch holds, and the newest batch the provider listed just before: where
+a search for it would stop), and once the create call answers, the batch's id::
+
+    <namespace>/batches/part-00003/<written-at ns>-<token>.intent   custom_ids, newest before
+    <namespace>/batches/part-00003/<token>.batch                   its batch id
+
+Beside the partition's own folder, not in it: the partition's cleaner deletes what no
+commit references. Both files are sealed (``documents.seal``); a corrupt one is skipped
+with a warning (its requests are then found by the search or sent again). Blocking I/O:
+call it from a thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import replace
+
+from fsspec import AbstractFileSystem
+from fsspec.core import url_to_fs
+
+from spark_jobs.records.batch_intent import BatchIntent
+
+from .documents import MAX_DOCUMENT_BYTES as LIMIT
+from .documents import ManifestError, seal, unseal
+from .paths import basename, partition_dir_name
+from .storage import list_entries, write_new_file
+
+logger = logging.getLogger(__name__)
+
+BATCHES_DIR = "batches"
+FORMAT_VERSION = 1
+INTENT, BATCH = ".intent", ".batch"
+
+
+class BatchJournal:
+    """The intents of one partition, in the order they were written."""
+
+    def __init__(self, fs: AbstractFileSystem, namespace_path: str, partition: int) -> None:
+        self._fs = fs
+        self.directory = f"{namespace_path}/{BATCHES_DIR}/{partition_dir_name(partition)}"
+
+    @classmethod
+    def at(cls, snapshot_dir: str, namespace_path: str, partition: int) -> BatchJournal:
+        fs, _ = url_to_fs(snapshot_dir)
+        return cls(fs, namespace_path, partition)
+
+    def intents(self) -> list[BatchIntent]:
+        """Every readable intent, oldest first, with its batch id where one was recorded."""
+        names = sorted(basename(e["name"]) for e in list_entries(self._fs, self.directory))
+        ids = {n[: -len(BATCH)]: self._read(n) for n in names if n.endswith(BATCH)}
+        found = []
+        for name in (n for n in names if n.endswith(INTENT)):
+            body = self._read(name)
+            if body is None:
+                continue
+            intent = BatchIntent(
+                str(body["token"]),
+                tuple(body["custom_ids"]),  # type: ignore[arg-type]  # checked in _read
+                _text(body.get("newest_before")),
+            )
+            recorded = ids.get(intent.token)
+            if recorded is not None:
+                intent = replace(intent, batch_id=str(recorded["batch_id"]))
+            found.append(intent)
+        return found
+
+    def _read(self, name: str) -> dict[str, object] | None:
+        path = f"{self.directory}/{name}"
+        try:
+            body = unseal(self._fs.cat_file(path, start=0, end=LIMIT + 1), path, FORMAT_VERSION)
+            if name.endswith(INTENT):
+                ids = body.get("custom_ids")
+                if not isinstance(ids, list) or not all(isinstance(c, str) for c in ids):
+                    raise ManifestError("custom_ids is not a list of strings")
+            return body
+        except (FileNotFoundError, ManifestError) as error:
+            logger.warning("batch journal: skipping %s: %s", path, error)
+            return None
+
+    def record_intent(self, custom_ids: list[str], newest_before: str | None) -> BatchIntent:
+        """Write a new batch's intent, before anything of it is sent."""
+        intent = BatchIntent(uuid.uuid4().hex, tuple(custom_ids), newest_before)
+        body = {
+            "format_version": FORMAT_VERSION,
+            "token": intent.token,
+            "custom_ids": list(custom_ids),
+            "newest_before": newest_before,
+        }
+        name = f"{time.time_ns():020d}-{intent.token}{INTENT}"
+        write_new_file(self._fs, self.directory, name, seal(body))
+        return intent
+
+    def record_batch(self, intent: BatchIntent, batch_id: str) -> BatchIntent:
+        """Write the id the provider gave ``intent``'s batch."""
+        body = {"format_version": FORMAT_VERSION, "token": intent.token, "batch_id": batch_id}
+        write_new_file(self._fs, self.directory, f"{intent.token}{BATCH}", seal(body))
+        return replace(intent, batch_id=batch_id)
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
