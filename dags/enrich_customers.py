@@ -81,6 +81,19 @@ with DAG(
             description="N or P%: more dead letters fail the task without retries, "
             "publishing nothing (empty: no limit)",
         ),
+        "output_format": Param(
+            defaults.OUTPUT_FORMAT,
+            enum=list(defaults.OUTPUT_FORMATS),
+            description="parquet: the day's folder under output/; delta, iceberg: one "
+            "table for every day (tables/customers, partitioned by the day), one commit "
+            "per run",
+        ),
+        "write_mode": Param(
+            defaults.WRITE_MODE,
+            enum=list(defaults.WRITE_MODES),
+            description="a table's: append; replace-interval (a re-run replaces its day); "
+            "merge (by id: the enriched columns updated)",
+        ),
         "retry_dead_letters": Param(
             None,
             type=["null", "string"],
@@ -109,7 +122,12 @@ with DAG(
     enrich = ResumableEnrichmentOperator(
         task_id="enrich",
         input_path=DATA_ROOT + "/input/{{ ds }}",
-        output_path=DATA_ROOT + "/output/{{ ds }}",
+        # Parquet: a folder per day; a table: one for every day, partitioned by it.
+        output_path=DATA_ROOT
+        + "/{% if params.output_format == 'parquet' %}output/{{ ds }}"
+        + "{% else %}tables/customers{% endif %}",
+        output_format="{{ params.output_format }}",
+        write_mode="{{ params.write_mode }}",
         key_column="id",
         event_time_column="event_time",
         url_path="/customers/{id}",

@@ -31,7 +31,9 @@ from enrichment_airflow.progress_reporter import reporting_progress
 from enrichment_airflow.run_outcome import fail_run, finish_run
 from enrichment_airflow.spark_master import spark_master
 from spark_jobs import defaults, launch
+from spark_jobs.defaults import summary_location
 from spark_jobs.records.summary import JobSummary
+from spark_jobs.snapshots import NamespaceKey
 
 
 class ResumableEnrichmentOperator(ClusterDriverRun):
@@ -69,6 +71,18 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         (templated).
     :param capacity: requests in flight per partition (templated).
     :param input_format: ``jsonl``, ``parquet`` or ``csv``.
+    :param output_format: ``parquet`` (default: run folders named by ``_SUMMARY.json``),
+        ``delta`` or ``iceberg``: ``output_path`` is then a table, one commit per run
+        carrying the run's identity, partitioned by the data interval; an Iceberg
+        catalog other than the embedded SQLite one goes in ``job_args``
+        (``--iceberg-catalog``) (templated).
+    :param write_mode: how a run's rows join a table: ``append`` (default),
+        ``replace-interval`` (a backfill or Clear re-runs its day without duplicating
+        it) or ``merge`` (by ``key_column``: the enriched columns of present keys updated)
+        (templated).
+    :param dead_letter_layout: a table's dead letters: ``table`` (default, beside it as
+        ``<output_path>_dead_letters``) or ``inline`` (``_status``, ``_error``,
+        ``_attempts`` columns) (templated).
     :param input_options: Spark reader options over the job's own, e.g. ``{"sep": ";"}``;
         options that would drop or alter rows are refused (``--input-option``) (templated).
     :param event_time_column: the event time column; enables watermarks.
@@ -141,6 +155,9 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         "input_options",
         "max_dead_letters",
         "retry_dead_letters",
+        "output_format",
+        "write_mode",
+        "dead_letter_layout",
         "model_mode",
         "job_args",
         "method",
@@ -178,6 +195,9 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         input_options: dict[str, str] | None = None,
         max_dead_letters: int | str | None = None,
         retry_dead_letters: str | None = None,
+        output_format: str = defaults.OUTPUT_FORMAT,
+        write_mode: str = defaults.WRITE_MODE,
+        dead_letter_layout: str = defaults.DEAD_LETTER_LAYOUT,
         model_mode: str | None = None,
         job_args: Sequence[str] = (),
         method: str = "GET",
@@ -193,26 +213,28 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         kwargs.update(deferrable=deferrable, durable=durable, name=kwargs.get("name", "enrich_job"))
         super().__init__(application=launch.ENRICH_JOB, conn_id=spark_conn_id, **kwargs)
         self._refuse_bad_arguments(url_path)
-        self.input_path = input_path
-        self.output_path = output_path
+        self.input_path, self.output_path = input_path, output_path
         self.key_column = key_column if isinstance(key_column, str) else ",".join(key_column)
         self.url_path, self.response_fields = url_path, dict(response_fields)
-        self.api_conn_id = api_conn_id
         self._connect = ConnectJobRun(spark_connect_conn_id) if spark_connect_conn_id else None
-        self.resume = resume
-        self.partitions, self.capacity = partitions, capacity
+        self.partitions, self.capacity, self.resume = partitions, capacity, resume
+        self.api_conn_id, self.dead_letter_layout = api_conn_id, dead_letter_layout
         self.input_format, self.event_time_column = input_format, event_time_column
         self.snapshot_root, self.ship_environment = snapshot_root, ship_environment
-        self.cache_dir, self.cache_ttl = cache_dir, cache_ttl
+        self.cache_dir, self.cache_ttl, self.model_mode = cache_dir, cache_ttl, model_mode
         self.max_requests, self.cost_per_request = max_requests, cost_per_request
-        self.input_options = dict(input_options or {})
+        self.input_options, self.job_args = dict(input_options or {}), list(job_args)
         self.max_dead_letters, self.retry_dead_letters = max_dead_letters, retry_dead_letters
-        self.model_mode, self.job_args = model_mode, list(job_args)
+        self.output_format, self.write_mode = output_format, write_mode
         self.method, self.body_template, self.bearer_token = method, body_template, bearer_token
         self.headers, self.secret_headers = dict(headers or {}), dict(secret_headers or {})
-        self.spark_log_level = spark_log_level
+        self.spark_log_level, self.api_url = spark_log_level, ""
         self.summary = JobSummary(records_in=0, enriched=0, dead_letters=0)  # finish_run sets it
-        self.api_url = ""
+
+    def summary_location(self, key: NamespaceKey) -> str:
+        """Where the job writes this task's summary: the output, or for a table the
+        folder of the task's interval partition."""
+        return summary_location(self.output_path, self.output_format, key.interval_start)
 
     def _refuse_bad_arguments(self, url_path: str) -> None:
         if self.application_args:  # also from default_args: it would be replaced silently

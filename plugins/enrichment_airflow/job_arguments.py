@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from enrichment_airflow.enrichment_hook import EnrichmentApiHook
-from spark_jobs.defaults import RESUME_MODES
+from spark_jobs.defaults import DEAD_LETTER_LAYOUTS, OUTPUT_FORMATS, RESUME_MODES, WRITE_MODES
 from spark_jobs.snapshots import NamespaceKey
 
 
@@ -26,8 +26,14 @@ def job_arguments(
     token_args: list[str],
 ) -> list[str]:
     """The job's flags from the operator's (rendered) parameters."""
-    if op.resume not in RESUME_MODES:
-        raise ValueError(f"resume must be one of {RESUME_MODES}, got {op.resume!r}")
+    for name, choices in (
+        ("resume", RESUME_MODES),
+        ("output_format", OUTPUT_FORMATS),
+        ("write_mode", WRITE_MODES),
+        ("dead_letter_layout", DEAD_LETTER_LAYOUTS),
+    ):
+        if getattr(op, name) not in choices:
+            raise ValueError(f"{name} must be one of {choices}, got {getattr(op, name)!r}")
     options: dict[str, object] = {
         "--input": op.input_path,
         "--input-format": op.input_format,
@@ -42,7 +48,12 @@ def job_arguments(
         "--task-id": key.task_id,
         "--interval-start": key.interval_start,
         "--run-id": run_id,
+        "--output-format": op.output_format,
     }
+    if op.output_format != "parquet":  # a Parquet output refuses table options
+        options.update(
+            {"--write-mode": op.write_mode, "--dead-letter-layout": op.dead_letter_layout}
+        )
     optional: dict[str, object] = {  # a template may render unset as "" or "None"
         "--event-time-column": op.event_time_column,
         "--cache-dir": op.cache_dir,

@@ -13,7 +13,11 @@ provider installed.
   namespace is the connection's scheme, host and port; its name the path template, never
   a query or a credential.
 * outputs: the result (``<output>``, whose ``_SUMMARY.json`` names the run folder) and
-  its dead letters (``<output>/dead_letters``), each with ``outputStatistics``.
+  its dead letters (``<output>/dead_letters``), each with ``outputStatistics``. A table
+  output is the table itself, named as OpenLineage names a Delta table on storage (its
+  location), with the ``storage`` facet (``delta``, ``parquet``) and the ``version``
+  facet naming the table version holding the run's rows; its dead-letter table beside
+  it likewise, or none when dead letters are inline (the table's row count holds them).
 * run facet ``enrichment``: the summary's counts and cost (:class:`EnrichmentRunFacet`).
 
 Dataset names follow OpenLineage's naming: ``file`` and an absolute path for local files,
@@ -30,14 +34,16 @@ import attr
 from airflow.providers.openlineage.extractors import OperatorLineage
 from openlineage.client.event_v2 import Dataset, InputDataset, OutputDataset
 from openlineage.client.facet_v2 import RunFacet
+from openlineage.client.generated.dataset_version_dataset import DatasetVersionDatasetFacet
 from openlineage.client.generated.input_statistics_input_dataset import (
     InputStatisticsInputDatasetFacet,
 )
 from openlineage.client.generated.output_statistics_output_dataset import (
     OutputStatisticsOutputDatasetFacet,
 )
+from openlineage.client.generated.storage_dataset import StorageDatasetFacet
 
-from spark_jobs.records.summary import JobSummary
+from spark_jobs.records.summary import JobSummary, TableVersion
 
 DEAD_LETTERS = "dead_letters"
 
@@ -98,11 +104,7 @@ def lineage_on_complete(
             inputFacets={"inputStatistics": InputStatisticsInputDatasetFacet(rowCount=requests)},
         ),
     ]
-    namespace, name = dataset_name(output_path)
-    outputs: list[Dataset] = [
-        OutputDataset(namespace, name, outputFacets=_rows(enriched)),
-        OutputDataset(namespace, f"{name.rstrip('/')}/{DEAD_LETTERS}", outputFacets=_rows(dead)),
-    ]
+    outputs = _outputs(output_path, summary)
     facet = EnrichmentRunFacet(
         recordsIn=summary.records_in,
         enriched=enriched,
@@ -115,6 +117,32 @@ def lineage_on_complete(
         result=summary.result,
     )
     return OperatorLineage(inputs=inputs, outputs=outputs, run_facets={"enrichment": facet})
+
+
+def _outputs(output_path: str, summary: JobSummary) -> list[Dataset]:
+    """The result and its dead letters: folders, or the tables a run committed to."""
+    enriched, dead, table = summary.enriched, summary.dead_letters, summary.table
+    if table is None:
+        namespace, name = dataset_name(output_path)
+        dead_letters = f"{name.rstrip('/')}/{DEAD_LETTERS}"
+        return [
+            OutputDataset(namespace, name, outputFacets=_rows(enriched)),
+            OutputDataset(namespace, dead_letters, outputFacets=_rows(dead)),
+        ]
+    if table.dead_letters is None:  # inline: every row is in the data table
+        return [_table(table.format, table.data, enriched + dead)]
+    return [
+        _table(table.format, table.data, enriched),
+        _table(table.format, table.dead_letters, dead),
+    ]
+
+
+def _table(storage: str, version: TableVersion, rows: int) -> Dataset:
+    facets: dict[str, Any] = {
+        "storage": StorageDatasetFacet(storageLayer=storage, fileFormat="parquet"),
+        "version": DatasetVersionDatasetFacet(datasetVersion=str(version.version)),
+    }
+    return OutputDataset(*dataset_name(version.uri), facets=facets, outputFacets=_rows(rows))
 
 
 def _rows(count: int) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowException
 
 from enrichment_airflow.enrichment_hook import EnrichmentApiHook
+from enrichment_airflow.namespace import namespace_key
 from enrichment_airflow.task_metrics import emit_task_metrics
 from spark_jobs.snapshots import NamespaceKey
 
@@ -36,13 +37,16 @@ ASSET_EVENT_KEYS = (
 def finish_run(op: Any, context: Context, api: EnrichmentApiHook) -> dict[str, Any]:
     """The published summary (its stored form is the XCom), logged and put on the
     outlets' Asset events."""
-    summary = api.read_summary(op.output_path)
+    summary = api.read_summary(op.summary_location(namespace_key(context)))
     document = summary.to_json()
     op.log.info("enrichment summary: %s", json.dumps(document, sort_keys=True))
     op.summary, op.api_url = summary, api.url_template(op.url_path)  # for lineage
     emit_task_metrics(summary, op.dag_id, op.task_id)
+    extra = {k: document.get(k) for k in ASSET_EVENT_KEYS}
+    if summary.table is not None:  # the event names the table and the version committed
+        extra["table"] = summary.table.to_json()
     for outlet in op.outlets:
-        context["outlet_events"][outlet].extra = {k: document.get(k) for k in ASSET_EVENT_KEYS}
+        context["outlet_events"][outlet].extra = extra
     return document
 
 
@@ -51,7 +55,7 @@ def fail_run(
 ) -> NoReturn:
     """Fail the try: without automatic retries when the run failed as a whole or spent
     its budget (``AirflowFailException``), otherwise saying what the next try does."""
-    api.fail_for_a_spent_budget(op.output_path, run_id)
+    api.fail_for_a_spent_budget(op.summary_location(key), run_id)
     api.fail_for_a_failed_run(key, run_id)
     next_try = api.describe_next_try(key, op.resume)
     op.log.error("enrich_job failed; %s", next_try)

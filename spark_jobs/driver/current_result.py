@@ -13,6 +13,10 @@ Readers resolve it once and read what it names (Spark, pandas, pyarrow alike)::
     pandas.read_parquet(current_data_path("s3://bucket/out"))
     pyarrow.parquet.read_table(current_dead_letters_path("/data/out"))
 
+A table output (``--output-format delta``) is read as a table; its summary (the versions
+the run committed) sits in the run's interval partition
+(:func:`spark_jobs.defaults.summary_location`).
+
 Only fsspec and the standard library: a reader needs neither Spark nor the job.
 
 ``result`` is read as a pointer into the output, never anywhere: ``runs/<run folder>``, or
@@ -72,6 +76,11 @@ class PublishedResult:
         return f"{self._records()}/dead_letters"
 
     def _records(self) -> str:
+        if self.folder is None and "table" in self.summary:
+            raise NoDataError(
+                f"{self.location} is a table (--output-format "
+                f"{self.summary['table'].get('format')}): read it as one"
+            )
         if self.folder is None:
             raise NoDataError(
                 f"{self.location}: run {self.summary.get('run_id')} published no records "

@@ -35,7 +35,7 @@ from spark_jobs.driver.input_reader import read_input
 from spark_jobs.driver.lineage_parent import with_lineage_parent
 from spark_jobs.driver.model_estimate import estimate_run
 from spark_jobs.driver.progress_log import ProgressReporter, records_settled, settle_quiet_s
-from spark_jobs.driver.publish import discard, publish, set_aside, staging_for
+from spark_jobs.driver.publish import ParquetRun, staging_for
 from spark_jobs.driver.run_failures import RunFailed, dead_letter_ceiling, fail_if, systemic_failure
 from spark_jobs.driver.spark_io import (
     input_fingerprint,
@@ -47,6 +47,7 @@ from spark_jobs.driver.spark_io import (
 from spark_jobs.driver.spark_logging import apply_level, configure_launch
 from spark_jobs.driver.spark_session import cancel_running, check_java, spark_session
 from spark_jobs.driver.summary import build_summary
+from spark_jobs.driver.table_publish import TableRun, stage
 from spark_jobs.driver.task_slots import spark_conf, with_running_partitions
 from spark_jobs.exit_status import ExitStatus
 from spark_jobs.records.completion import CompletionRecord
@@ -190,12 +191,12 @@ def _run_holding_lease(
     schema = output_arrow_schema(frame.schema, spec)
     enrich = _partition_function(spec, key, job_record.fingerprint, sizes, schema, run_id)
     enriched = partitioned.mapInArrow(enrich, from_arrow_schema(schema))
-    staging = staging_for(spec.output, run_id)
+    output = _run_output(spec, store, key, run_id)
     folder = _progress_folder(store, key, spec, run_id, records_in, lease)
     try:
         settle = partial(records_settled, folder, settle_quiet_s(spec.snapshot_interval))
         with ProgressReporter(folder, sizes, spec.progress_interval, settle=settle) as progress:
-            counts = write_outputs(enriched, spec, staging)
+            counts = write_outputs(enriched, spec, output.data, output.dead_letters)
         record = progress.final()
         fail_if(store, key, job_record, run_id, systemic_failure(record.partitions, run_id))
         summary = build_summary(
@@ -209,13 +210,13 @@ def _run_holding_lease(
             duration_s=time.monotonic() - started,
             run_id=run_id,
         )
-        if retry is not None:
-            retry.merge_into(spark, staging)
+        if retry is not None and isinstance(output, ParquetRun):  # tables refuse retries
+            retry.merge_into(spark, output.staging)
             summary = retry.summary(summary)
-        fail_if(store, key, job_record, run_id, _ceiling(spec, staging, summary))
-        publish(staging, spec.output, summary, lease.holds)
+        fail_if(store, key, job_record, run_id, _ceiling(spec, output, summary))
+        summary = output.publish(summary, lease.holds)
     finally:
-        discard(staging)  # unless a summary names it (published, or set aside)
+        output.discard()
     logger.info("summary: %s", json.dumps(summary.to_json(), sort_keys=True))
     if summary.budget is None:  # else the snapshots are what the next run resumes
         completion = CompletionRecord(job_record.fingerprint, run_id, summary)
@@ -272,11 +273,20 @@ def _progress_folder(
     return ProgressFolder(store, key, run_id, spec.partitions, records_in, lease.holds, intervals)
 
 
-def _ceiling(spec: JobSpec, staging: str, summary: JobSummary) -> RunFailed | None:
+def _run_output(
+    spec: JobSpec, store: SnapshotStore, key: NamespaceKey, run_id: str
+) -> ParquetRun | TableRun:
+    """Where this run's Spark write goes and how it is published (``--output-format``)."""
+    if spec.output_format == "parquet":
+        return ParquetRun(spec.output, staging_for(spec.output, run_id))
+    return TableRun(spec, store, key, stage(spec, run_id))
+
+
+def _ceiling(spec: JobSpec, output: ParquetRun | TableRun, summary: JobSummary) -> RunFailed | None:
     """A crossed dead-letter ceiling; its result is set aside beside the output."""
     failure = dead_letter_ceiling(summary, spec.max_dead_letters)
     if failure is not None and failure.summary is not None:
-        set_aside(staging, spec.output, failure.summary)
+        output.set_aside(failure.summary)
     return failure
 
 

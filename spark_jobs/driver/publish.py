@@ -23,6 +23,7 @@ import logging
 import re
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import fsspec
@@ -54,6 +55,33 @@ FENCED = (
 )
 
 
+@dataclass(frozen=True)
+class ParquetRun:
+    """One run's Parquet output, as the job drives it (the table output's counterpart is
+    ``table_publish.TableRun``): its run folder, the switch, the clean-up."""
+
+    output: str
+    staging: str
+
+    @property
+    def data(self) -> str:
+        return f"{self.staging}/data"
+
+    @property
+    def dead_letters(self) -> str:
+        return f"{self.staging}/dead_letters"
+
+    def publish(self, summary: JobSummary, holds: Callable[[], bool]) -> JobSummary:
+        publish(self.staging, self.output, summary, holds)
+        return summary
+
+    def set_aside(self, summary: JobSummary) -> None:
+        set_aside(self.staging, self.output, summary)
+
+    def discard(self) -> None:
+        discard(self.staging)  # unless a summary names it (published, or set aside)
+
+
 def staging_for(output: str, run_id: str) -> str:
     """The folder run ``run_id`` writes into: ``<output>/runs/<run id>-<token>``,
     unpublished until the output's summary names it. The token keeps a rerun under the
@@ -83,6 +111,12 @@ def publish(staging: str, output: str, summary: JobSummary, holds: Callable[[], 
         _remove(rejected_for(output))
     current = None if records is None else basename(records)
     _remove_runs(output, keep={current, replaced})
+
+
+def write_summary(location: str, summary: JobSummary) -> None:
+    """A table output's ``_SUMMARY.json`` at ``location``: the summary naming the table
+    versions the run committed, no run folder (readers read the table, not folders)."""
+    _point(location, summary.to_json(), None)
 
 
 def set_aside(staging: str, output: str, summary: JobSummary) -> None:

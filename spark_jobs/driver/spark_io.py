@@ -22,6 +22,7 @@ from spark_jobs.partition_runner.row_enrichment import HELPER_COLUMNS, SOURCE_FI
 from spark_jobs.spec.input_options import CORRUPT_RECORD
 from spark_jobs.spec.job_spec import JobSpec
 from spark_jobs.spec.model_options import model_config, output_types
+from spark_jobs.spec.output_options import DEAD_LETTER, ENRICHED, STATUS_COLUMN
 from spark_jobs.spec.spec_error import SpecError
 
 if TYPE_CHECKING:
@@ -95,12 +96,15 @@ class OutputCounts:
     dead_letters: int
 
 
-def write_outputs(enriched: DataFrame, spec: JobSpec, directory: str) -> OutputCounts:
-    """``data/`` and ``dead_letters/`` as Parquet under ``directory`` (the run's staging
-    directory), computed once (cached; a lost cache block is recomputed from the
-    snapshots, without calling the API again).
+def write_outputs(
+    enriched: DataFrame, spec: JobSpec, data: str, dead_letters: str | None
+) -> OutputCounts:
+    """The enriched rows as Parquet in folder ``data`` and the dead letters in folder
+    ``dead_letters``, or every row in ``data`` with its outcome inline (``_status``,
+    ``_error``, ``_attempts``: ``dead_letters`` None), computed once (cached; a lost cache
+    block is recomputed from the snapshots, without calling the API again).
 
-    The counts are observed as the rows go into the write of ``data/``, before its filter
+    The counts are observed as the rows go into the write of ``data``, before its filter
     (``DataFrame.observe``): every row, and the dead letters among them, with no job of
     their own. The observation sits in the write's result stage, whose tasks' metrics
     Spark merges once per partition, a retried or speculative task's included."""
@@ -108,29 +112,41 @@ def write_outputs(enriched: DataFrame, spec: JobSpec, directory: str) -> OutputC
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
-    out = directory.rstrip("/")
+    if spec.output_format == "iceberg":  # Iceberg keeps partition values in the files only
+        enriched = enriched.withColumn(spec.interval_column, F.lit(spec.interval_start))
     cached = enriched.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         failed = F.col(ERROR_COLUMN).isNotNull()
-        bookkeeping = [ERROR_COLUMN, ATTEMPTS_COLUMN]
-        if CORRUPT_RECORD in cached.columns:
-            bookkeeping.append(CORRUPT_RECORD)
         counted = Observation("enrich_job_output")
         observed = cached.observe(
             counted, F.count(F.lit(1)).alias("rows"), F.count_if(failed).alias("failed")
         )
-        observed.filter(~failed).drop(*bookkeeping).write.mode("overwrite").parquet(f"{out}/data")
+        bookkeeping = [CORRUPT_RECORD] if CORRUPT_RECORD in cached.columns else []
+        if dead_letters is None:
+            status = F.when(failed, F.lit(DEAD_LETTER)).otherwise(F.lit(ENRICHED))
+            inline = observed.drop(*bookkeeping).withColumn(STATUS_COLUMN, status)
+            inline.write.mode("overwrite").parquet(data)
+        else:
+            bookkeeping += [ERROR_COLUMN, ATTEMPTS_COLUMN]
+            observed.filter(~failed).drop(*bookkeeping).write.mode("overwrite").parquet(data)
         counts = counted.get
         rows, failures = int(counts["rows"]), int(counts["failed"])
-        dead = cached.filter(failed).drop(*spec.response_fields)
-        dead = dead.withColumnRenamed(ERROR_COLUMN, "error").withColumnRenamed(
-            ATTEMPTS_COLUMN, "attempts"
-        )
-        if failures or not write_empty_parquet(f"{out}/dead_letters", dead.schema):
-            dead.write.mode("overwrite").parquet(f"{out}/dead_letters")
+        if dead_letters is not None:
+            _write_dead_letters(cached.filter(failed), spec, dead_letters, failures)
     finally:
         cached.unpersist()
     return OutputCounts(enriched=rows - failures, dead_letters=failures)
+
+
+def _write_dead_letters(dead: DataFrame, spec: JobSpec, folder: str, failures: int) -> None:
+    """The dead letters without the enriched columns, their error and attempts named as
+    every reader of ``dead_letters/`` knows them."""
+    dead = dead.drop(*spec.response_fields)
+    dead = dead.withColumnRenamed(ERROR_COLUMN, "error").withColumnRenamed(
+        ATTEMPTS_COLUMN, "attempts"
+    )
+    if failures or not write_empty_parquet(folder, dead.schema):
+        dead.write.mode("overwrite").parquet(folder)
 
 
 _SPARK_SCHEMA_KEY = b"org.apache.spark.sql.parquet.row.metadata"

@@ -18,12 +18,70 @@ some.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from .accounting import Accounting
 from .cost import CostReport
 from .values import format_count, is_count, is_flag, is_number, is_optional_text, is_text
+
+
+@dataclass(frozen=True)
+class TableVersion:
+    """A table a run's rows went to, and the version of it that holds them."""
+
+    uri: str
+    version: int
+    committed: bool
+    """False when an earlier try of the same publish had committed that version."""
+
+
+@dataclass(frozen=True)
+class TablePublish:
+    """What a table output's publish did (``driver/table_publish.py``): the summary's
+    ``table``, which the Asset event, the lineage and the snapshot page name."""
+
+    format: str
+    identity: str
+    """The app id and publish sequence the commits carried (``app@sequence``)."""
+    data: TableVersion
+    dead_letters: TableVersion | None = None
+    """The dead-letter table's; None when dead letters are inline in ``data``."""
+
+    def to_json(self) -> dict[str, Any]:
+        document: dict[str, Any] = {
+            "format": self.format,
+            "identity": self.identity,
+            "data": asdict(self.data),
+        }
+        if self.dead_letters is not None:
+            document["dead_letters"] = asdict(self.dead_letters)
+        return document
+
+    @classmethod
+    def from_json(cls, document: Any, what: str = "table") -> TablePublish:
+        """ValueError naming the field that is missing or of the wrong type."""
+        if not isinstance(document, dict):
+            raise ValueError(f"{what}: expected an object")
+        for name in ("format", "identity"):
+            if not is_text(document.get(name)):
+                raise ValueError(f"{what}.{name}: expected text")
+        dead = document.get("dead_letters")
+        return cls(
+            document["format"],
+            document["identity"],
+            _table_version(document.get("data"), f"{what}.data"),
+            None if dead is None else _table_version(dead, f"{what}.dead_letters"),
+        )
+
+
+def _table_version(document: Any, what: str) -> TableVersion:
+    if not isinstance(document, dict):
+        raise ValueError(f"{what}: expected an object")
+    checks = {"uri": is_text, "version": is_count, "committed": is_flag}
+    if not all(valid(document.get(name)) for name, valid in checks.items()):
+        raise ValueError(f"{what}: expected uri, version and committed")
+    return TableVersion(document["uri"], document["version"], document["committed"])
 
 
 @dataclass(frozen=True)
@@ -98,6 +156,8 @@ class JobSummary:
     budget: BudgetStop | None = None
     dead_letter_retry: Mapping[str, Any] | None = None
     failed: str | None = None
+    table: TablePublish | None = None
+    """Set when the output is a table: the versions the run's rows are in."""
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -115,9 +175,15 @@ class JobSummary:
         return value if isinstance(value, str) else None
 
     def describe_completed(self) -> str:
-        """``completed: 12 000 of 12 000 records (3 dead letters)``: the snapshot page."""
+        """``completed: 12 000 of 12 000 records (3 dead letters)``: the snapshot page;
+        a table output's adds the version holding the rows (``, in delta table
+        s3://lake/customers version 7``)."""
         done, total = format_count(self.records_done), format_count(self.records_in)
-        return f"completed: {done} of {total} records ({self._dead()})"
+        text = f"completed: {done} of {total} records ({self._dead()})"
+        if self.table is None:
+            return text
+        data = self.table.data
+        return f"{text}, in {self.table.format} table {data.uri} version {data.version}"
 
     def describe_published(self) -> str:
         """``12 000 / 12 000 done (3 dead letters), output published``: the Airflow
@@ -136,6 +202,8 @@ class JobSummary:
         for name in ("lineage_parent", "dead_letter_retry", "failed"):
             if getattr(self, name) is not None:
                 document[name] = _plain(getattr(self, name))
+        if self.table is not None:
+            document["table"] = self.table.to_json()
         if self.budget is not None:
             document["budget_exhausted"] = True
             document["records_done"] = self.budget.records_done
@@ -160,6 +228,8 @@ class JobSummary:
                 raise ValueError(f"{what}.{name}: unexpected value {document[name]!r:.40}")
         known = {f.name for f in fields(cls)} - {"budget", "extra"}
         values = {name: document[name] for name in known if name in document}
+        if "table" in document:
+            values["table"] = TablePublish.from_json(document["table"], f"{what}.table")
         for name in ("duration_s", "python_worker_peak_rss_mb"):
             values[name] = float(values.get(name, 0.0))
         values["cost"] = CostReport.from_json(document.get("cost", {}), f"{what}.cost")

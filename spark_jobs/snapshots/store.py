@@ -40,6 +40,9 @@ JOB_RECORD = "job.json"
 #: What a successful run leaves behind instead of its snapshots: a rerun (a zombie try's
 #: retry, a second submit) of the same job then knows the output is already published.
 COMPLETED_RECORD = "completed.json"
+#: The publish sequence a table output's commit carries, fixed before the first try
+#: commits (``driver/table_publish.py``): every later try of the same publish reuses it.
+TABLE_PUBLISH_RECORD = "table_publish.json"
 #: The namespace's progress, kept current by the driver (see ``progress_record.py``).
 PROGRESS_RECORD = "progress.json"
 
@@ -140,6 +143,22 @@ class SnapshotStore:
         except ValueError as error:  # ManifestError, or a field of the wrong type
             logger.warning("ignoring unreadable job record %s: %s", path, error)
             return None
+
+    def write_table_publish(self, key: NamespaceKey, sequence: int) -> None:
+        """Fix the publish sequence of the run the namespace holds (atomically)."""
+        data = json.dumps({"sequence": sequence}).encode()
+        write_atomically(self._fs, self.namespace_path(key), TABLE_PUBLISH_RECORD, data)
+
+    def table_publish(self, key: NamespaceKey) -> int | None:
+        """The sequence :meth:`write_table_publish` fixed, None before (or unreadable:
+        the publisher then reads the table's log, which is what decides)."""
+        path = f"{self.namespace_path(key)}/{TABLE_PUBLISH_RECORD}"
+        try:
+            record = read_document(self._fs, path, "table publish record")
+        except (FileNotFoundError, ManifestError):
+            return None
+        sequence = record.get("sequence") if isinstance(record, dict) else None
+        return sequence if isinstance(sequence, int) and sequence >= 1 else None
 
     def lease(
         self,

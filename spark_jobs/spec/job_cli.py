@@ -12,11 +12,14 @@ from fractions import Fraction
 from typing import Any
 
 from spark_jobs.defaults import (
+    DEAD_LETTER_LAYOUTS,
     INPUT_FORMATS,
     MODES,
+    OUTPUT_FORMATS,
     REDIRECT_POLICIES,
     RESUME_MODES,
     SPARK_LOG_LEVELS,
+    WRITE_MODES,
 )
 from spark_jobs.enrichers import HttpEnricherConfig
 from spark_jobs.snapshots.lease import MAX_TTL_S
@@ -89,7 +92,36 @@ def _add_data_options(add: _Options) -> None:
         "(repeatable; default: CSV per RFC 4180 with a header; mode, inferSchema and "
         "columnNameOfCorruptRecord are refused)",
     )
-    add("--output", help="output directory: data/, dead_letters/, _SUMMARY.json")
+    add(
+        "--output",
+        help="output directory (data/, dead_letters/, _SUMMARY.json), or the table's location",
+    )
+    add(
+        "--output-format",
+        choices=OUTPUT_FORMATS,
+        help="parquet (run folders named by _SUMMARY.json) or a table: delta, iceberg",
+    )
+    add(
+        "--write-mode",
+        choices=WRITE_MODES,
+        help="how a run's rows join a table: append, replace-interval (the rows of "
+        "--interval-start), merge (by --key-column: enriched columns updated)",
+    )
+    add(
+        "--dead-letter-layout",
+        choices=DEAD_LETTER_LAYOUTS,
+        help="a table's dead letters: a table beside it (<output>_dead_letters), or "
+        "inline (_status, _error, _attempts columns)",
+    )
+    add("--interval-column", help="a table's partition column holding --interval-start")
+    add("--iceberg-table", help="an Iceberg output's identifier, namespace.table")
+    add(
+        "--iceberg-catalog",
+        action="append",
+        metavar="KEY=VALUE",
+        help="an Iceberg output's catalog property for pyiceberg (repeatable; default: a "
+        "SQLite catalog beside a local table; secrets in PYICEBERG_CATALOG__ENRICHMENT__*)",
+    )
     add("--key-column", help="record key, one column or several (a,b): partitioning, sorting")
     add("--event-time-column", help="event time column: enables watermarks")
     add("--max-out-of-orderness", type=float, help="seconds of event-time disorder")

@@ -28,6 +28,7 @@ from spark_jobs.spec.http_options import http_config
 from spark_jobs.spec.input_options import check_input_options, key_column_value
 from spark_jobs.spec.model_options import model_fields
 from spark_jobs.spec.option_values import check, parse_duration, parse_response_field
+from spark_jobs.spec.output_options import check_output_options
 from spark_jobs.spec.path_overlap import check_separate_paths
 from spark_jobs.spec.remote_option import check_remote_option
 from spark_jobs.spec.run_options import check_run_options
@@ -137,6 +138,22 @@ class JobSpec:
     otel_interval: float = defaults.OTEL_INTERVAL_S
     lineage_parent: dict[str, str] = field(default_factory=dict)
     """The Airflow task's OpenLineage job, set by the driver (``lineage_parent.py``)."""
+    output_format: defaults.OutputFormat = defaults.OUTPUT_FORMAT
+    """``parquet`` (run folders named by ``_SUMMARY.json``) or ``delta`` (a Delta table at
+    ``output``, one commit per run: ``driver/table_publish.py``)."""
+    write_mode: defaults.WriteMode = defaults.WRITE_MODE
+    """How a run's rows join a table output (``defaults.WriteMode``)."""
+    dead_letter_layout: defaults.DeadLetterLayout = defaults.DEAD_LETTER_LAYOUT
+    """A table output's dead letters: a table beside it, or inline columns."""
+    interval_column: str = defaults.INTERVAL_COLUMN
+    """A table output's partition column, holding ``interval_start``."""
+    iceberg_table: str | None = None
+    """An Iceberg output's identifier in its catalog (``namespace.table``); None:
+    ``enrichment.<the output folder's name>``."""
+    iceberg_catalog: dict[str, str] = field(default_factory=dict)
+    """An Iceberg output's catalog, as pyiceberg properties (``type: rest``, ``uri``...;
+    secrets in ``PYICEBERG_CATALOG__ENRICHMENT__*`` variables, never here); empty: an
+    embedded SQL catalog in ``<output>.catalog.db`` (SQLite) beside a local table."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "input_options", check_input_options(self.input_options))
@@ -156,6 +173,7 @@ class JobSpec:
         self._check_cost_options()
         check_failure_options(self)
         check_telemetry_options(self)
+        check_output_options(self)
         for name in REQUIRED:
             check(bool(getattr(self, name)), name, "is required")
         self._check_enrichment()

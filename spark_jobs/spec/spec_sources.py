@@ -55,6 +55,12 @@ def merge_options(args: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     if "input_options" in args:  # over the spec file's, option by option
         flags = dict(parse_input_option(o) for o in args["input_options"])
         args["input_options"] = {**check_input_options(values.get("input_options", {})), **flags}
+    if "iceberg_catalog" in args:  # over the spec file's, property by property
+        pairs = [item.partition("=") for item in args["iceberg_catalog"]]
+        if any(not name or not equals for name, equals, _ in pairs):
+            raise SpecError("--iceberg-catalog: expected KEY=VALUE (e.g. type=rest)")
+        flags = {name: value for name, _, value in pairs}
+        args["iceberg_catalog"] = {**values.get("iceberg_catalog", {}), **flags}
     values.update(args)
     return values, spec_path
 

@@ -67,3 +67,33 @@ def test_airflow_deferred_run_whose_driver_failed_fails_saying_what_the_next_try
         )
     assert "the next try starts fresh: no snapshot was committed" in str(failed.value)
     assert "driver driver-1 ended KILLED" in str(failed.value)
+
+
+def test_airflow_run_into_a_delta_table_names_the_table_on_its_asset_event(tmp_path, monkeypatch):
+    """The summary of a table output sits in the interval's partition folder (another
+    interval publishing into the same table at once has its own); the Asset event names
+    the table and the version the run committed."""
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_ENRICHMENT_API", json.dumps({"conn_type": "http", "host": "api"})
+    )
+    table = tmp_path / "customers"
+    published = {
+        "format": "delta",
+        "identity": "d/enrich/2024-01-01T00:00:00+00:00@1",
+        "data": {"uri": str(table), "version": 4, "committed": True},
+    }
+    folder = table / "interval_start=2024-01-01T00%3A00%3A00%2B00%3A00"
+    folder.mkdir(parents=True)
+    (folder / "_SUMMARY.json").write_text(json.dumps({**SUMMARY, "table": published}))
+    (table / "_SUMMARY.json").write_text(json.dumps({**SUMMARY, "records_in": 99}))
+    operator = enrichment_operator(
+        output_path=str(table),
+        output_format="delta",
+        snapshot_root=str(tmp_path / "snapshots"),
+        deferrable=True,
+        outlets=[ENRICHED],
+    )
+    ran = context()
+    event = {"status": "success", "driver_id": "driver-1", "driver_state": "FINISHED"}
+    assert operator.execute_complete(ran, event | {"message": "finished"}, "r")["records_in"] == 3
+    assert ran["outlet_events"][ENRICHED].extra["table"] == published

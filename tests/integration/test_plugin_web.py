@@ -519,6 +519,21 @@ def test_a_completed_run_shows_the_totals_of_its_summary(server: Server) -> None
     assert done_cell("10 / 10") in page.text and "completed: output published" in page.text
 
 
+def test_a_run_into_a_delta_table_shows_the_version_it_committed(server: Server) -> None:
+    key = NamespaceKey(DAG, "delta_task", INTERVAL)
+    table = {
+        "format": "delta",
+        "identity": f"{DAG}/delta_task/{INTERVAL}@1",
+        "data": {"uri": "s3://lake/customers", "version": 12, "committed": True},
+    }
+    summary = {"records_in": 10, "enriched": 10, "dead_letters": 0, "table": table}
+    SnapshotStore(str(server.snapshot_root)).mark_completed(key, {"summary": summary})
+    detail = server.call("viewer", "GET", _path(key), 200).json()
+    assert detail["totals"]["summary"].endswith("in delta table s3://lake/customers version 12")
+    page = server.call("viewer", "GET", f"{URL_PREFIX}/", 200, params={"task_id": key.task_id})
+    assert "delta table s3://lake/customers version 12" in page.text
+
+
 def test_crafted_counters_or_lease_show_the_namespace_as_corrupt_never_a_500(
     server: Server,
 ) -> None:

@@ -51,3 +51,43 @@ def test_the_counts_and_cost_come_from_the_summary():
     assert [d.inputFacets["inputStatistics"].rowCount for d in lineage.inputs] == [10, 9]
     facet = lineage.run_facets["enrichment"]
     assert (facet.requestsMade, facet.cost["estimated_cost"], facet.runId) == (9, 0.09, "r1")
+
+
+def delta_summary(dead_letters: dict[str, object] | None) -> JobSummary:
+    table: dict[str, object] = {
+        "format": "delta",
+        "identity": "dag/enrich/2026-12-01@1",
+        "data": {"uri": "s3://lake/customers", "version": 7, "committed": True},
+    }
+    if dead_letters is not None:
+        table["dead_letters"] = dead_letters
+    summary = {"records_in": 10, "enriched": 8, "dead_letters": 2, "table": table}
+    return JobSummary.from_json(summary)
+
+
+def test_a_delta_output_is_the_table_with_the_version_committed():
+    dead = {"uri": "s3://lake/customers_dead_letters", "version": 3, "committed": False}
+    lineage = lineage_on_complete(
+        "/in", "s3://lake/customers", "http://api:80/c/{id}", delta_summary(dead)
+    )
+    found = {
+        (d.namespace, d.name): (
+            d.facets["storage"].storageLayer,
+            d.facets["version"].datasetVersion,
+            d.outputFacets["outputStatistics"].rowCount,
+        )
+        for d in lineage.outputs
+    }
+    assert found == {
+        ("s3://lake", "/customers"): ("delta", "7", 8),
+        ("s3://lake", "/customers_dead_letters"): ("delta", "3", 2),
+    }
+
+
+def test_inline_dead_letters_are_rows_of_the_one_table():
+    lineage = lineage_on_complete(
+        "/in", "s3://lake/customers", "http://api/c/{id}", delta_summary(None)
+    )
+    assert [(d.name, d.outputFacets["outputStatistics"].rowCount) for d in lineage.outputs] == [
+        ("/customers", 10)
+    ]

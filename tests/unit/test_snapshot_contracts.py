@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from spark_jobs.records.cost import CostReport
-from spark_jobs.records.summary import BudgetStop, JobSummary
+from spark_jobs.records.summary import BudgetStop, JobSummary, TablePublish, TableVersion
 from spark_jobs.records.values import format_count
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 from spark_jobs.snapshots.contracts import PartitionStats
@@ -197,3 +197,22 @@ def test_each_message_is_built_once() -> None:
     stop = BudgetStop(100, 200, (0,))
     assert stop.describe(300) == "request budget spent: 100 of 300 records done, 200 left"
     assert stop.describe(300, "cost").startswith("cost budget spent: ")
+
+
+def test_a_table_output_summary_round_trips_and_names_its_version() -> None:
+    """The summary's ``table`` (the completion record's, the XCom's) is typed both ways;
+    the snapshot page's line names the table and the version that holds the rows."""
+    table = TablePublish(
+        "delta",
+        "dag/enrich/2026-12-01@2",
+        TableVersion("s3://lake/customers", 7, True),
+        TableVersion("s3://lake/customers_dead_letters", 3, False),
+    )
+    summary = JobSummary(records_in=10, enriched=9, dead_letters=1, table=table)
+    assert JobSummary.from_json(summary.to_json()) == summary
+    assert summary.describe_completed() == (
+        "completed: 10 of 10 records (1 dead letters), in delta table s3://lake/customers version 7"
+    )
+    broken = {**summary.to_json(), "table": {**table.to_json(), "data": {"uri": "x"}}}
+    with pytest.raises(ValueError, match=r"summary\.table\.data: expected uri, version"):
+        JobSummary.from_json(broken)
