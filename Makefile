@@ -31,10 +31,10 @@ install: $(STAMP)
 PYTEST_WORKERS ?= 3
 PYTEST_DIST = -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
-# The driver JVM's class archive (spark_jobs/driver/class_archive.py): written only by this
+# The driver JVM's class archive (spark_jobs/session/class_archive.py): written only by this
 # command (a run maps it when present, and never writes it); kept when a JVM maps it.
 jvm-archive: $(STAMP)
-	$(PY) -m spark_jobs.driver.write_class_archive
+	$(PY) -m spark_jobs.session.write_class_archive
 
 # The slowest tests are listed at the end: the suite's time budget is 30 min on 2 cores.
 test: jvm-archive

@@ -1,5 +1,5 @@
 """``make bench-jvm``: what the driver JVM's JIT choice (``ENRICH_JVM_JIT``,
-``spark_jobs/driver/driver_jvm.py``) costs and buys, each setting in turn, back to back.
+``spark_jobs/session/jvm.py``) costs and buys, each setting in turn, back to back.
 
 Two measurements per setting and round, each a process of its own launched as a user
 launches the job (``python -m``, Spark ``local[2]``, the class archive mapped when
@@ -92,7 +92,7 @@ def jvm_work(setting: str, rows: Path, work: Path) -> dict[str, float]:
 
 def run_work(rows: str, work: str) -> None:
     """In the child: the session, then read, count, shuffle, sort, mapInArrow, write."""
-    from spark_jobs.driver.spark_session import spark_session
+    from spark_jobs.session.spark_session import spark_session
 
     started = time.monotonic()
     spark = spark_session(None)

@@ -61,7 +61,7 @@ import yaml
 from benchmarks.model_recipe import ATTEMPTS
 from benchmarks.peers.measure import TreeSampler
 from benchmarks.peers.run import REPO, bench_python, setting
-from spark_jobs.driver.class_archive import class_archive
+from spark_jobs.session.class_archive import class_archive
 
 ROOT = Path(__file__).resolve().parents[1]
 WINDOW_S = float(os.environ.get("BENCH_MODEL_WINDOW_S", "6"))

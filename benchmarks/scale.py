@@ -36,10 +36,10 @@ import pyarrow as pa
 
 from benchmarks.storage_requests import CountingFileSystem
 from spark_jobs.snapshots import Manifest, NamespaceLease
-from spark_jobs.snapshots.format1 import valid_manifests
+from spark_jobs.snapshots.compat.format1 import valid_manifests
 from spark_jobs.snapshots.partition import PartitionSnapshots
 from spark_jobs.snapshots.paths import MANIFESTS_DIR, manifest_name
-from spark_jobs.snapshots.progress_record import MAX_RECORD_BYTES, PartitionEntry, ProgressRecord
+from spark_jobs.snapshots.progress import MAX_RECORD_BYTES, PartitionEntry, ProgressRecord
 from spark_jobs.snapshots.storage import list_entries, write_atomically
 from spark_jobs.snapshots.store import PROGRESS_RECORD
 

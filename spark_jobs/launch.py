@@ -29,8 +29,8 @@ def redacted(url: str) -> str:
     return _REMOTE_SECRET.sub(r"\1=***", url)
 
 
-LOG4J2_FILE = Path(__file__).parent / "driver" / "log4j2.properties"
-"""Spark's logging for the job (``driver/spark_logging.py``): the driver JVM reads it from
+LOG4J2_FILE = Path(__file__).parent / "session" / "log4j2.properties"
+"""Spark's logging for the job (``session/spark_logging.py``): the driver JVM reads it from
 its Java options, which the job (``python -m``) and the operator (spark-submit) set."""
 _LEVEL_PROPERTY = "enrich_job.spark_log_level"
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"

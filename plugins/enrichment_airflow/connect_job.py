@@ -6,7 +6,7 @@ operator runs the job's driver as a Connect client in a child process,
 ``python -m spark_jobs.enrich_job``, with the same flags a spark-submit run gets. A
 child, not the task process itself: the job's exit status, logging and session stay its
 own, as under spark-submit, and killing the task kills it. The server's executors run
-the partitions; the job ships its own code there (``spark_jobs/driver/connect.py``).
+the partitions; the job ships its own code there (``spark_jobs/session/connect.py``).
 
 The connection's URL reaches the child in ``SPARK_REMOTE`` (it may hold the token):
 never on a command line, and logged with the token hidden.

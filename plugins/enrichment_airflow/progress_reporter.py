@@ -9,7 +9,7 @@ never a scan of manifests) and writes one line there every few seconds:
     progress: 48 213 / 100 000 committed, epoch 12, 64 in flight
 
 with ``; no progress for 45 s`` once the run has sent neither a commit nor a lease
-renewal for over twice their intervals (``spark_jobs/snapshots/stall.py``: a driver lost
+renewal for over twice their intervals (``spark_jobs/snapshots/progress.py``: a driver lost
 with its machine while ``spark-submit`` still waits on it), and, once the job published,
 the final count from its completion record. Nothing else in
 Airflow's own views can show a figure that changes while a task runs: the task instance
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from spark_jobs.records.values import format_count
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
-from spark_jobs.snapshots.stall import stall_of
+from spark_jobs.snapshots.progress import stall_of
 
 if TYPE_CHECKING:  # the web view imports this module too: no Airflow import at run time
     from airflow.sdk import Context

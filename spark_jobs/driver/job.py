@@ -23,18 +23,20 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from spark_jobs.driver.connect import is_connect, remote_url
 from spark_jobs.driver.dead_letter_retry import (
     DeadLetterRetry,
     original_fingerprint,
     retry_namespace,
 )
-from spark_jobs.driver.driver_jvm import jit_options
-from spark_jobs.driver.executor_check import ExecutorCheck, ExecutorEnvironmentError
 from spark_jobs.driver.input_reader import read_input
 from spark_jobs.driver.lineage_parent import with_lineage_parent
 from spark_jobs.driver.model_estimate import estimate_run
-from spark_jobs.driver.progress_log import ProgressReporter, records_settled, settle_quiet_s
+from spark_jobs.driver.progress import (
+    ProgressFolder,
+    ProgressReporter,
+    records_settled,
+    settle_quiet_s,
+)
 from spark_jobs.driver.publish import ParquetRun, staging_for
 from spark_jobs.driver.run_failures import RunFailed, dead_letter_ceiling, fail_if, systemic_failure
 from spark_jobs.driver.spark_io import (
@@ -44,15 +46,18 @@ from spark_jobs.driver.spark_io import (
     partition_sizes,
     write_outputs,
 )
-from spark_jobs.driver.spark_logging import apply_level, configure_launch
-from spark_jobs.driver.spark_session import cancel_running, check_java, spark_session
 from spark_jobs.driver.summary import build_summary
 from spark_jobs.driver.table_publish import TableRun, stage
-from spark_jobs.driver.task_slots import spark_conf, with_running_partitions
 from spark_jobs.exit_status import ExitStatus
 from spark_jobs.records.completion import CompletionRecord
 from spark_jobs.records.job_record import JobRecord
 from spark_jobs.records.summary import JobSummary
+from spark_jobs.session.connect import is_connect, remote_url
+from spark_jobs.session.executor_check import ExecutorCheck, ExecutorEnvironmentError
+from spark_jobs.session.jvm import jit_options
+from spark_jobs.session.spark_logging import apply_level, configure_launch
+from spark_jobs.session.spark_session import cancel_running, check_java, spark_session
+from spark_jobs.session.task_slots import spark_conf, with_running_partitions
 from spark_jobs.snapshots import (
     Heartbeat,
     LeaseError,
@@ -62,7 +67,6 @@ from spark_jobs.snapshots import (
 )
 from spark_jobs.snapshots.budget_ledger import discard_other_runs
 from spark_jobs.snapshots.lease import this_process
-from spark_jobs.snapshots.namespace_progress import ProgressFolder
 from spark_jobs.snapshots.resume import Decision, ResumeRefusedError, decide
 from spark_jobs.spec.input_options import reader_identity
 from spark_jobs.spec.job_cli import parse_args
@@ -268,7 +272,7 @@ def _progress_folder(
     lease: NamespaceLease,
 ) -> ProgressFolder:
     """The writer of the progress record: the job's size, and the intervals by which a
-    reader tells a silent run (``snapshots/stall.py``)."""
+    reader tells a silent run (``snapshots/progress.py``)."""
     intervals = (spec.snapshot_interval, spec.progress_interval)
     return ProgressFolder(store, key, run_id, spec.partitions, records_in, lease.holds, intervals)
 

@@ -9,7 +9,7 @@ from spark_jobs.driver.spark_io import OutputCounts
 from spark_jobs.records.cost import CostReport
 from spark_jobs.records.summary import BudgetStop, JobSummary
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
-from spark_jobs.snapshots.progress_record import PartitionEntry, ProgressRecord
+from spark_jobs.snapshots.progress import PartitionEntry, ProgressRecord
 from spark_jobs.spec.job_spec import JobSpec
 from spark_jobs.spec.model_options import model_config, token_report
 

@@ -8,7 +8,7 @@ provider's code as :func:`~.account_errors.provider_error` reads it (``200``,
 answer. A redirect hop is not an outcome (the call's answer is where it led). Each cut
 carries :meth:`CallOutcomes.counts` in the manifest's stats (``recent_calls``); the
 driver adds the running partitions' up and says what they show
-(``snapshots/progress_record.py``).
+(``snapshots/progress.py``).
 
 Bounded whatever a server answers: :data:`BUCKETS` buckets of :data:`BUCKET_S` seconds
 make the window, at most :data:`MAX_OUTCOMES` distinct outcomes are named in it (the

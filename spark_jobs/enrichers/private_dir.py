@@ -1,6 +1,6 @@
 """A folder of the current user alone, held open, and the private folder where the Python
 workers of one executor share their rate files. (The driver JVM's class archives live in
-such a folder too, one others may read: ``driver/class_archive.py``.)
+such a folder too, one others may read: ``session/class_archive.py``.)
 
 The tasks of an executor are separate Python processes (children of one
 ``pyspark.daemon``); they pace together through a small file per API

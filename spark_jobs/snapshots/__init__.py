@@ -46,11 +46,12 @@ validated (``ValueError``) and ``:``/``+`` escaped as ``%3A``/``%2B``.
 Blocking I/O throughout: call it from a thread (``asyncio.to_thread``) inside event loops.
 """
 
+from spark_jobs.snapshots.progress import NamespaceInfo, PartitionProgress
+
 from .attempt_counts import AttemptCounts, AttemptLedger, AttemptRecorder, LedgerReading
 from .documents import ManifestError, NewerFormatError
 from .lease import Heartbeat, LeaseError, NamespaceLease
 from .manifest import FORMAT_VERSION, Manifest, SegmentRef
-from .manifest_progress import NamespaceInfo, PartitionProgress
 from .partition import DEFAULT_GRACE, PartitionSnapshots
 from .paths import NamespaceKey
 from .store import SnapshotStore

@@ -5,7 +5,7 @@ driver, the progress record and the Airflow side read them back. A frozen datacl
 ``to_json`` (the stored form, keys and meaning as they always were) and ``from_json``, so
 a reader asks ``stats.requests_made`` instead of re-parsing a dict by string key. The job
 summary has the same shape in ``spark_jobs/records/summary.py``, the namespace's progress
-record in ``progress_record.py``.
+record in ``progress.py``.
 
 Stored documents are hostile input (anyone with write access to the bucket can craft one):
 a crafted ``"requests_made": "x"`` once reached the page as a string and raised

@@ -28,8 +28,8 @@ from fsspec import AbstractFileSystem
 
 from .attempt_counts import AttemptLedger
 from .commit_file import encode_commit
+from .compat.format1 import SegmentChecker, manifest_names, valid_manifests
 from .documents import ManifestError
-from .format1 import SegmentChecker, manifest_names, valid_manifests
 from .manifest import Manifest, SegmentRef
 from .paths import MANIFESTS_DIR, SEGMENTS_DIR, basename, commit_path, segment_path
 from .reader import CommitReader, read_range

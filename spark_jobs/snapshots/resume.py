@@ -17,9 +17,8 @@ from typing import Protocol
 from spark_jobs.records.completion import CompletionRecord
 from spark_jobs.records.job_record import JobRecord
 
-from .manifest_progress import NamespaceInfo
 from .paths import NamespaceKey
-from .progress_record import ProgressRecordError
+from .progress import NamespaceInfo, ProgressRecordError
 from .store import SnapshotStore
 
 logger = logging.getLogger(__name__)

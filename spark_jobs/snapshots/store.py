@@ -20,7 +20,6 @@ from spark_jobs.records.job_record import JobRecord
 from .attempt_counts import AttemptLedger, LedgerReading
 from .documents import ManifestError, read_document
 from .lease import DEFAULT_TTL_S, LEASE_FILE, Holder, NamespaceLease
-from .manifest_progress import PartitionProgress
 from .partition import DEFAULT_GRACE, PartitionSnapshots
 from .paths import (
     MAX_PARTITIONS,
@@ -30,7 +29,7 @@ from .paths import (
     decode_component,
     partition_dir_name,
 )
-from .progress_record import MAX_RECORD_BYTES, ProgressRecord
+from .progress import MAX_RECORD_BYTES, PartitionProgress, ProgressRecord
 from .storage import list_entries, write_atomically
 
 logger = logging.getLogger(__name__)
@@ -43,7 +42,7 @@ COMPLETED_RECORD = "completed.json"
 #: The publish sequence a table output's commit carries, fixed before the first try
 #: commits (``driver/table_publish.py``): every later try of the same publish reuses it.
 TABLE_PUBLISH_RECORD = "table_publish.json"
-#: The namespace's progress, kept current by the driver (see ``progress_record.py``).
+#: The namespace's progress, kept current by the driver (see ``progress.py``).
 PROGRESS_RECORD = "progress.json"
 
 

@@ -2,7 +2,7 @@
 
 A Connect URL may carry a token (``sc://host:443/;use_ssl=true;token=...``): such a URL
 belongs in ``SPARK_REMOTE``, never in ``--remote`` or a spec file (a command line is
-visible in ``ps``). How the job runs over Connect is ``driver/connect.py``.
+visible in ``ps``). How the job runs over Connect is ``session/connect.py``.
 """
 
 from __future__ import annotations

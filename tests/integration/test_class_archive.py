@@ -1,7 +1,7 @@
 """The driver JVM's class archive with real JVMs: a run never writes it, the explicit
 command does (``write_class_archive.py``), later sessions map it (the archive shows in
 the JVM's memory maps), and an archive damaged on disk never stops a session from
-starting. Beside it, the JIT options a launched JVM runs with (``driver_jvm.py``), as the
+starting. Beside it, the JIT options a launched JVM runs with (``session/jvm.py``), as the
 JVM's command line shows them."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from demo.stack import demo_api
-from spark_jobs.driver.class_archive import ClassArchive
-from spark_jobs.driver.write_class_archive import jvm_maps
+from spark_jobs.session.class_archive import ClassArchive
+from spark_jobs.session.write_class_archive import jvm_maps
 
 from .job_support import ROOT, job_args, write_input
 
@@ -29,7 +29,7 @@ QUICK = "-XX:TieredStopAtLevel=1"
 #: options, read from /proc.
 SESSION = """
 import json, os
-from spark_jobs.driver.spark_session import spark_session
+from spark_jobs.session.spark_session import spark_session
 spark = spark_session(None)
 def parent(pid):
     try:
@@ -82,9 +82,9 @@ def archives(folder: Path) -> list[Path]:
 
 @pytest.fixture(scope="module")
 def written(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
-    """``python -m spark_jobs.driver.write_class_archive`` into an empty folder."""
+    """``python -m spark_jobs.session.write_class_archive`` into an empty folder."""
     folder = tmp_path_factory.mktemp("written") / "jvm"
-    return run(["-m", "spark_jobs.driver.write_class_archive"], folder), folder
+    return run(["-m", "spark_jobs.session.write_class_archive"], folder), folder
 
 
 def test_a_run_writes_no_archive(tmp_path):
@@ -106,7 +106,7 @@ def test_the_command_writes_the_archive_and_sessions_map_it(written):
     assert done.stdout.strip() == f"wrote the JVM class archive {archive}"
     assert open_session(folder) == {"mapped": [str(archive)], "jit": [], "rows": 3}
 
-    again = run(["-m", "spark_jobs.driver.write_class_archive"], folder)
+    again = run(["-m", "spark_jobs.session.write_class_archive"], folder)
     assert again.stdout.strip() == f"the JVM class archive is in place: {archive}"
     assert archives(folder) == [archive]
 

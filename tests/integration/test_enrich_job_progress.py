@@ -62,7 +62,7 @@ def test_the_driver_keeps_the_record_the_airflow_reporter_reads_cheaply(tmp_path
     store = SnapshotStore(str(tmp_path / "snapshots"))
     record, scanned = store.progress_record(KEY), store.namespace_progress(KEY)
     assert record is not None and record.records_total == ROWS
-    # What readers judge a silent run by (snapshots/stall.py): the job's own intervals.
+    # What readers judge a silent run by (snapshots/progress.py): the job's own intervals.
     intervals = (record.snapshot_interval_ms, record.progress_interval_ms)
     assert record.partition_count == 4 and intervals == (500, 500)
     assert [(p.partition, p.epoch, p.done_rows, p.finished) for p in record.partitions] == [

@@ -1,4 +1,4 @@
-"""The executors' check (``driver/executor_check.py``) in Spark ``local`` mode, where it now
+"""The executors' check (``session/executor_check.py``) in Spark ``local`` mode, where it now
 runs beside the input's reading: a worker Python that lacks the job's packages still stops
 the run before any call, naming what is missing, and nothing is published."""
 

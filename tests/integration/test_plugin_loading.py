@@ -102,7 +102,7 @@ def test_the_wheel_installs_two_distinct_names_and_no_plugins_or_demo(wheel):
     assert "enrichment_airflow.provider:get_provider_info" in declared
     assert "plugins." not in declared
     # Package data travels with the moved modules.
-    assert "spark_jobs/driver/log4j2.properties" in names
+    assert "spark_jobs/session/log4j2.properties" in names
     assert {"enrichment_airflow/web/page.css", "enrichment_airflow/web/page.js"} <= set(names)
 
 

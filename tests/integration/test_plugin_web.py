@@ -40,12 +40,12 @@ from fsspec.implementations.local import LocalFileSystem
 
 from benchmarks.storage_requests import counted_requests, counting_url
 from enrichment_airflow.web import URL_PREFIX, page_url
+from spark_jobs.driver.progress import ProgressFolder
 from spark_jobs.records.completion import CompletionRecord
 from spark_jobs.records.job_record import JobRecord
 from spark_jobs.records.summary import JobSummary
 from spark_jobs.snapshots import Manifest, NamespaceKey, NamespaceLease, SnapshotStore
-from spark_jobs.snapshots.namespace_progress import ProgressFolder
-from spark_jobs.snapshots.progress_record import PartitionEntry, ProgressRecord
+from spark_jobs.snapshots.progress import PartitionEntry, ProgressRecord
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 

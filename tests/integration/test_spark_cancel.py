@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.driver.spark_session import cancel_running
+from spark_jobs.session.spark_session import cancel_running
 
 pytestmark = pytest.mark.spark
 

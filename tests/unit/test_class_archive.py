@@ -1,4 +1,4 @@
-"""Which class archive a driver JVM launched here gets (``driver/class_archive.py``):
+"""Which class archive a driver JVM launched here gets (``session/class_archive.py``):
 only a whole one of this installation's, in a folder and a file that are the user's own."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.driver import class_archive as ca
+from spark_jobs.session import class_archive as ca
 
 
 def env(tmp_path, **more: str) -> dict[str, str]:

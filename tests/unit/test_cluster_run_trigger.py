@@ -20,7 +20,7 @@ from enrichment_airflow.driver_status import (
     status_client,
 )
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
-from spark_jobs.snapshots.progress_record import PartitionEntry, ProgressRecord
+from spark_jobs.snapshots.progress import PartitionEntry, ProgressRecord
 from tests.integration.http_support import serve
 
 KEY = NamespaceKey("enrich_customers", "enrich", "2024-01-01T00:00:00+00:00")

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from spark_jobs.driver.connect import code_zip, remote_url
 from spark_jobs.launch import REMOTE_ENV, redacted
+from spark_jobs.session.connect import code_zip, remote_url
 from spark_jobs.spec.job_cli import parse_args
 from spark_jobs.spec.spec_error import SpecError
 

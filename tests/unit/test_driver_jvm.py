@@ -1,5 +1,5 @@
 """The Java options a driver JVM launched here gets besides the class archive's
-(``driver/driver_jvm.py``): the JIT's, and how they join the user's own."""
+(``session/jvm.py``): the JIT's, and how they join the user's own."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from spark_jobs.driver import driver_jvm as dj
+from spark_jobs.session import jvm as dj
 from spark_jobs.spec.spec_error import SpecError
 
 QUICK = "-XX:TieredStopAtLevel=1"

@@ -51,7 +51,7 @@ def test_a_folder_open_to_others_is_refused_naming_it(tmp_path):
 
 
 def test_a_folder_others_may_read_is_refused_unless_they_may(tmp_path):
-    """The class archives' folder (``driver/class_archive.py``): others may read, not write."""
+    """The class archives' folder (``session/class_archive.py``): others may read, not write."""
     path = tmp_path / "shared"
     path.mkdir()
     path.chmod(0o755)

@@ -1,4 +1,4 @@
-"""The driver's progress lines (``spark_jobs/driver/progress_log.py``) from real manifests in a real
+"""The driver's progress lines (``spark_jobs/driver/progress.py``) from real manifests in a real
 snapshot store, folded into the namespace's progress record as the job does; the clock is
 the reporter's own, so rates are exact figures."""
 
@@ -9,14 +9,14 @@ import logging
 import pyarrow as pa
 import pytest
 
-from spark_jobs.driver.progress_log import (
+from spark_jobs.driver.progress import (
     TASKS_END_S,
+    ProgressFolder,
     ProgressReporter,
     records_settled,
     settle_quiet_s,
 )
 from spark_jobs.snapshots import Manifest, NamespaceKey, SnapshotStore
-from spark_jobs.snapshots.namespace_progress import ProgressFolder
 
 KEY = NamespaceKey("d", "t", "i")
 

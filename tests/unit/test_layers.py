@@ -1,12 +1,14 @@
 """The house's layers, held by a test over the import graph (docs/architecture.md, "Layers").
 
 Each package of ``spark_jobs`` may import only the packages below it: the async wait
-operator, then the enrichers, the partition runner and the driver; the snapshots, the
-telemetry and the typed records are leaves (the records import the standard library only);
+operator, then the enrichers, the partition runner, the session (the JVM, Spark
+Connect) and the driver (the run); the snapshots, the telemetry and the typed records
+are leaves (the records import the standard library only);
 the spec sits above neither the driver nor the telemetry. The Airflow side (the plugin and
 the DAG) reads the snapshots, the defaults, how the job is launched, the typed records and
 the exit statuses, so
-Airflow's web server never loads the spec, the enrichers (aiohttp) or the driver (PySpark).
+Airflow's web server never loads the spec, the enrichers (aiohttp), the session or the
+driver (PySpark).
 Every import counts: module-level, type-only and inside a function
 (``test_code_shape.imported_modules``).
 """
@@ -32,6 +34,7 @@ ASYNCWAIT = "spark_jobs.asyncwait"
 ENRICHERS = "spark_jobs.enrichers"
 SPEC = "spark_jobs.spec"
 RUNNER = "spark_jobs.partition_runner"
+SESSION = "spark_jobs.session"
 DRIVER = "spark_jobs.driver"
 #: What the Airflow side may import of the job's package.
 AIRFLOW_SIDE = {SNAPSHOTS, DEFAULTS, LAUNCH, RECORDS, EXIT_STATUS}
@@ -50,7 +53,9 @@ MAY_IMPORT: dict[str, set[str]] = {
     ENRICHERS: LEAVES | {ASYNCWAIT, TELEMETRY},
     SPEC: LEAVES | {SNAPSHOTS, ENRICHERS},
     RUNNER: LEAVES | {SNAPSHOTS, TELEMETRY, ASYNCWAIT, ENRICHERS, SPEC},
-    DRIVER: LEAVES | {"spark_jobs", SNAPSHOTS, TELEMETRY, ASYNCWAIT, ENRICHERS, SPEC, RUNNER},
+    SESSION: LEAVES | {"spark_jobs", ENRICHERS, SPEC},
+    DRIVER: LEAVES
+    | {SESSION, "spark_jobs", SNAPSHOTS, TELEMETRY, ASYNCWAIT, ENRICHERS, SPEC, RUNNER},
     "spark_jobs.enrich_job": {DRIVER},
     "enrichment_airflow": AIRFLOW_SIDE,
     "resumable_enrichment": {"enrichment_airflow"},
@@ -97,6 +102,14 @@ def test_every_package_imports_only_the_layers_below_it() -> None:
         (
             {"enrichment_airflow.web.views": {"spark_jobs.driver.summary"}},
             ["enrichment_airflow.web.views -> spark_jobs.driver.summary"],
+        ),
+        (
+            {"enrichment_airflow.connect_job": {"spark_jobs.session.connect"}},
+            ["enrichment_airflow.connect_job -> spark_jobs.session.connect"],
+        ),
+        (
+            {"spark_jobs.session.connect": {"spark_jobs.driver.job"}},
+            ["spark_jobs.session.connect -> spark_jobs.driver.job"],
         ),
         (
             {"spark_jobs.new_room.x": set()},

@@ -8,10 +8,10 @@ from __future__ import annotations
 import pyarrow as pa
 
 from enrichment_airflow.progress_reporter import PROGRESS_KEY, progress_line, reporting_progress
+from spark_jobs.driver.progress import ProgressFolder
 from spark_jobs.records.completion import CompletionRecord
 from spark_jobs.records.summary import JobSummary
 from spark_jobs.snapshots import Manifest, NamespaceKey, SnapshotStore
-from spark_jobs.snapshots.namespace_progress import ProgressFolder
 
 KEY = NamespaceKey("enrich_customers", "enrich", "2024-01-01T00:00:00+00:00")
 

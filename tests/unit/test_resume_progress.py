@@ -5,9 +5,9 @@ they read the partitions, so a commit is never overlooked."""
 import logging
 
 from benchmarks.storage_requests import counted_requests, counting_url
+from spark_jobs.driver.progress import ProgressFolder
 from spark_jobs.records.job_record import JobRecord
 from spark_jobs.snapshots import Manifest, SnapshotStore
-from spark_jobs.snapshots.namespace_progress import ProgressFolder
 from spark_jobs.snapshots.paths import NamespaceKey
 from spark_jobs.snapshots.resume import decide
 

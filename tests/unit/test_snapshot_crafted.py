@@ -17,6 +17,7 @@ import pyarrow as pa
 import pytest
 from fsspec.implementations.local import LocalFileSystem
 
+from spark_jobs.driver.progress import ProgressFolder
 from spark_jobs.records.cost import CostReport
 from spark_jobs.records.job_record import JobRecord
 from spark_jobs.snapshots import (
@@ -25,12 +26,11 @@ from spark_jobs.snapshots import (
     NamespaceKey,
     SnapshotStore,
     commit_file,
-    format1,
     reader,
 )
 from spark_jobs.snapshots import writer as writer_module
+from spark_jobs.snapshots.compat import format1
 from spark_jobs.snapshots.documents import CHECKSUM_KEY, canonical
-from spark_jobs.snapshots.namespace_progress import ProgressFolder
 from spark_jobs.snapshots.paths import MAX_PARTITIONS, manifest_name
 from spark_jobs.snapshots.storage import write_atomically
 

@@ -20,7 +20,7 @@ import pytest
 
 from spark_jobs.snapshots import LeaseError, NamespaceKey, SnapshotStore
 from spark_jobs.snapshots.lease import Holder, Lease, has_exited, this_process
-from spark_jobs.snapshots.stall import stall_of
+from spark_jobs.snapshots.progress import stall_of
 
 KEY = NamespaceKey("d", "t", "2026-11-20T00:00:00+00:00")
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,5 +1,5 @@
-"""The namespace's progress record (``snapshots/progress_record.py``) and the driver's fold of
-it (``snapshots/namespace_progress.py``), against real manifests in a real local store."""
+"""The namespace's progress record (``snapshots/progress.py``) and the driver's fold of
+it (``driver/progress.py``), against real manifests in a real local store."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import pyarrow as pa
 import pytest
 
 from spark_jobs.asyncwait import MIN_WATERMARK, Watermark, WatermarkStatus, WatermarkValve
+from spark_jobs.driver.progress import ProgressFolder
 from spark_jobs.enrichers import call_outcomes
 from spark_jobs.snapshots import Manifest, NamespaceKey, SnapshotStore
 from spark_jobs.snapshots.contracts import MAX_OUTCOMES_STORED
-from spark_jobs.snapshots.namespace_progress import ProgressFolder
-from spark_jobs.snapshots.progress_record import (
+from spark_jobs.snapshots.progress import (
     CALLS_WINDOW_S,
     MAX_RECORD_BYTES,
     OTHER_OUTCOMES,

@@ -1,4 +1,4 @@
-"""When a running namespace counts as stalled (``spark_jobs/snapshots/stall.py``), judged with
+"""When a running namespace counts as stalled (``spark_jobs/snapshots/progress.py``), judged with
 explicit clocks: the lease as the driver's heartbeat writes it, the progress record as the
 driver folds it, and the moment of the reading."""
 
@@ -10,11 +10,10 @@ import pytest
 from fsspec.implementations.local import LocalFileSystem
 
 from enrichment_airflow.progress_reporter import progress_line
+from spark_jobs.driver.progress import ProgressFolder
 from spark_jobs.snapshots import NamespaceKey, NamespaceLease, SnapshotStore
 from spark_jobs.snapshots.lease import Lease
-from spark_jobs.snapshots.namespace_progress import ProgressFolder
-from spark_jobs.snapshots.progress_record import PartitionEntry, ProgressRecord
-from spark_jobs.snapshots.stall import stall_of
+from spark_jobs.snapshots.progress import PartitionEntry, ProgressRecord, stall_of
 
 T0 = 1_763_600_000.0  # the lease's last renewal
 TTL = 60.0  # renewed every 20 s: silent for more than 40 s is stalled; expires after 60 s

@@ -1,8 +1,8 @@
-"""The job's Spark session settings that need no JVM (``driver/spark_session.py``)."""
+"""The job's Spark session settings that need no JVM (``session/spark_session.py``)."""
 
 from __future__ import annotations
 
-from spark_jobs.driver.spark_session import SPARK_REDACTION_REGEX, redaction_regex
+from spark_jobs.session.spark_session import SPARK_REDACTION_REGEX, redaction_regex
 
 
 def test_the_redaction_pattern_keeps_the_launchs_own_and_adds_the_secret_variables():

@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from spark_jobs.driver.task_slots import task_slots, with_running_partitions
 from spark_jobs.enrichers import ResponseField
+from spark_jobs.session.task_slots import task_slots, with_running_partitions
 from spark_jobs.spec.job_spec import JobSpec
 from spark_jobs.spec.spec_error import SpecError
 

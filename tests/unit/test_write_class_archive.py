@@ -1,4 +1,4 @@
-"""The command that writes the driver JVM's class archive (``driver/write_class_archive.py``),
+"""The command that writes the driver JVM's class archive (``session/write_class_archive.py``),
 before any JVM starts: a folder not the user's alone is refused, a killed writer's partial
 file removed. (Writing and mapping with real JVMs: tests/integration/test_class_archive.py.)"""
 
@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from spark_jobs.driver import write_class_archive as wca
-from spark_jobs.driver.class_archive import SETTING
 from spark_jobs.enrichers.private_dir import UnsafeFolder
+from spark_jobs.session import write_class_archive as wca
+from spark_jobs.session.class_archive import SETTING
 
 
 @pytest.fixture

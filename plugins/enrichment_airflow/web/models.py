@@ -78,7 +78,7 @@ class PartitionPageView(BaseModel):
 
 
 class StallView(BaseModel):
-    """A running namespace whose run shows no sign of life (``spark_jobs/snapshots/stall.py``)."""
+    """A running namespace whose run shows no sign of life (``snapshots/progress.py``)."""
 
     silent_s: int = Field(description="Seconds since the last commit or lease renewal.")
     text: str = Field(description='"no progress for 45 s", as the page and the Storage tab say.')

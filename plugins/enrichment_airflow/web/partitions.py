@@ -18,8 +18,7 @@ from bisect import bisect_left
 from datetime import UTC, datetime
 
 from enrichment_airflow.web.models import PartitionPageView, PartitionView
-from spark_jobs.snapshots.progress_record import PartitionEntry, ProgressRecord
-from spark_jobs.snapshots.stall import Stall
+from spark_jobs.snapshots.progress import PartitionEntry, ProgressRecord, Stall
 
 PENDING_NOTE = "no commit yet: the partition's task has not started or not yet made a cut"
 CORRUPT_NOTE = (

@@ -4,7 +4,7 @@ One function per part of a :class:`~enrichment_airflow.web.models.NamespaceView`
 the same views, so the HTML and the JSON never disagree.
 
 Progress comes from the namespace's ``progress.json``, which the job's driver keeps
-current (``spark_jobs/snapshots/progress_record.py``); manifests are never scanned. A read
+current (``spark_jobs/snapshots/progress.py``); manifests are never scanned. A read
 costs at most three GETs: the record, the completion record when there is no progress
 record, and the lease. A namespace without a progress record (a run of an earlier
 version, or a driver that has not written one yet) or with an unreadable one is shown
@@ -30,8 +30,7 @@ from spark_jobs.records.completion import CompletionRecord
 from spark_jobs.records.cost import CostReport
 from spark_jobs.records.summary import JobSummary
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
-from spark_jobs.snapshots.progress_record import ProgressRecord, ProgressRecordError
-from spark_jobs.snapshots.stall import Stall, stall_of
+from spark_jobs.snapshots.progress import ProgressRecord, ProgressRecordError, Stall, stall_of
 
 logger = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """Write the driver JVM's class archive (``class_archive.py``): ``make jvm-archive``,
-``python -m spark_jobs.driver.write_class_archive``, or an image's build
+``python -m spark_jobs.session.write_class_archive``, or an image's build
 (docker/Dockerfile). A run never writes it.
 
 The archive holds the classes a JVM loaded, so this launches a JVM of its own the way the
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from spark_jobs.driver.class_archive import (
+from spark_jobs.session.class_archive import (
     QUIET,
     SETTING,
     ClassArchive,
@@ -36,8 +36,8 @@ from spark_jobs.driver.class_archive import (
     open_folder,
     spark_home,
 )
-from spark_jobs.driver.driver_jvm import launching
-from spark_jobs.driver.spark_session import spark_session
+from spark_jobs.session.jvm import launching
+from spark_jobs.session.spark_session import spark_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -50,7 +50,7 @@ TIMEOUT_S = 600.0
 STALE_PARTIAL_S = 3600.0
 #: What the JVM launched here runs under spark-submit: the steps, in its Python driver.
 _STEPS = """import sys
-from spark_jobs.driver.write_class_archive import run_steps
+from spark_jobs.session.write_class_archive import run_steps
 run_steps(sys.argv[1])
 """
 

@@ -35,8 +35,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from spark_jobs.driver.driver_jvm import chosen_elsewhere
 from spark_jobs.enrichers.private_dir import PrivateFolder
+from spark_jobs.session.jvm import chosen_elsewhere
 
 logger = logging.getLogger(__name__)
 

@@ -13,10 +13,10 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from spark_jobs.driver.class_archive import class_archive, set_aside
-from spark_jobs.driver.connect import connect_session
-from spark_jobs.driver.driver_jvm import jit_options, launching
-from spark_jobs.driver.spark_logging import quiet_builder
+from spark_jobs.session.class_archive import class_archive, set_aside
+from spark_jobs.session.connect import connect_session
+from spark_jobs.session.jvm import jit_options, launching
+from spark_jobs.session.spark_logging import quiet_builder
 from spark_jobs.spec.launch_conf import launch_conf, under_spark_submit
 from spark_jobs.spec.spec_error import SpecError
 
@@ -46,7 +46,7 @@ def spark_session(
     """The job's session: a Spark Connect client of ``remote`` (``sc://...``), else a
     classic one (spark-submit's, or ``local[*]`` under ``python -m``, its driver JVM
     mapping the class archive when there is one, ``class_archive.py``, with the JIT
-    options of ``driver_jvm.py``, hiding ``secret_variables`` and the OTLP headers in
+    options of ``jvm.py``, hiding ``secret_variables`` and the OTLP headers in
     its UI, :func:`redaction_regex`)."""
     spark = connect_session(remote) if remote else _classic_session(ship_env, secret_variables)
     # Partition ids must mean the same rows in every attempt: no adaptive coalescing.

@@ -21,8 +21,8 @@ import json
 import threading
 from typing import TYPE_CHECKING, Any
 
-from spark_jobs.driver.connect import is_connect
-from spark_jobs.driver.task_slots import spark_conf, task_slots
+from spark_jobs.session.connect import is_connect
+from spark_jobs.session.task_slots import spark_conf, task_slots
 from spark_jobs.spec.job_spec import JobSpec
 from spark_jobs.spec.secret_check import secret_variable_names
 

@@ -50,7 +50,7 @@ def apply_level(spark: SparkSession, level: str) -> None:
     """Spark's level on a running classic session (covers a plain ``spark-submit``).
 
     A Spark Connect server's logging is the server's own: a client has no say in it."""
-    from spark_jobs.driver.connect import is_connect
+    from spark_jobs.session.connect import is_connect
 
     if not is_connect(spark):
         spark.sparkContext.setLogLevel(level)

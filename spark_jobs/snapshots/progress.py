@@ -1,7 +1,10 @@
-"""The namespace's progress record (``progress.json``): the one document progress readers read.
+"""Progress as its readers see it: the namespace's progress record, progress read from
+the manifests, and a run gone silent.
+
+The namespace's progress record (``progress.json``): the one document progress readers read.
 
 The driver folds each partition's latest commit into it every ``--progress-interval`` and
-writes it atomically (``namespace_progress.py``). The driver's progress lines, the job
+writes it atomically (``driver/progress.py``). The driver's progress lines, the job
 summary, the Airflow task's Storage tab and the snapshot page read it and never scan
 manifests, so reading progress costs one small GET whatever the number of cuts.
 
@@ -18,8 +21,27 @@ is throttled finishes nothing, but still cuts on a timer (``partition_runner/run
 so the record learns of it every snapshot interval. A field beside the partitions rather
 than a column: a reader of an earlier version checks the columns and ignores other fields.
 
-Standard library only (and the stored-JSON guard of ``documents.py``, the partition cap
-of ``paths.py``): the Airflow side reads it too.
+Standard library and the snapshots' own records only (fsspec through the lease): the
+Airflow side reads it too.
+
+Progress of stored snapshots read from their manifests, as the store, the resume
+decision (when a namespace has no progress record) and the demo see it.
+
+Plain data: it knows nothing of the store that found them, so the store can return it
+without an import cycle.
+
+A run that went silent, recognised before its lease expires.
+
+While a run works, two signs of life reach its namespace: its partitions' commits (one
+every ``--snapshot-interval``, folded into the progress record every
+``--progress-interval``) and its driver's lease renewals (every third of ``--lease-ttl``).
+A run killed outright (SIGKILL, a lost machine) leaves a lease that stays live for up to a
+TTL, all the while looking like a run at work. Once *both* signs are overdue, each by more
+than :data:`OVERDUE_FACTOR` times the interval the run recorded for it (the progress
+record holds the two intervals, the lease its TTL), the run is *stalled*: readers say
+``no progress for 45 s`` (the time since the last sign) while the lease still stands.
+Either sign on time is enough: commits pause while every partition waits on a slow API,
+renewals while the storage hiccups; both stop only when the run is gone or hung.
 """
 
 from __future__ import annotations
@@ -34,9 +56,11 @@ from typing import Any
 
 from spark_jobs.records.values import format_count
 
-from .contracts import MAX_OUTCOMES_STORED, is_outcome_counts
+from .contracts import MAX_OUTCOMES_STORED, PartitionStats, is_outcome_counts
 from .documents import ManifestError, parse_stored_json
-from .paths import MAX_PARTITIONS
+from .lease import Lease
+from .manifest import Manifest
+from .paths import MAX_PARTITIONS, NamespaceKey
 
 FORMAT_VERSION = 1
 #: Larger records are refused unread (a reader asks for at most this many bytes).
@@ -192,7 +216,7 @@ class ProgressRecord:
     ``partition_count`` is the job's (partitions without a commit have no entry);
     ``corrupt_partitions`` have manifest files but not one valid manifest. The run's
     ``--snapshot-interval`` and ``--progress-interval`` (milliseconds; None in records of
-    earlier versions) say how often a commit should show here: ``stall.py`` judges by them.
+    earlier versions) say how often a commit should show here: ``progress.py`` judges by them.
     ``recent_calls``: the running partitions' answers of the last minute by outcome.
     """
 
@@ -348,3 +372,134 @@ def _corrupt(numbers: Sequence[Any]) -> Iterable[int]:
         if not _count(number):
             raise ProgressRecordError(f"corrupt_partitions[{index}]: expected an int >= 0")
         yield number
+
+
+@dataclass(frozen=True)
+class PartitionProgress:
+    """Progress of one partition according to its best valid manifest."""
+
+    partition: int
+    epoch: int
+    input_offset: int
+    records_total: int | None
+    committed_rows: int
+    dead_letter_rows: int
+    watermark: int | None
+    committed_at: datetime
+    attempt: str
+    in_flight: int = 0
+    """Pending operator entries at the cut: requested again (or replayed) on resume."""
+    stats: Mapping[str, Any] = field(default_factory=dict)
+    """The manifest's stats as stored; :attr:`partition_stats` reads them typed."""
+
+    @property
+    def partition_stats(self) -> PartitionStats:
+        return PartitionStats.from_json(self.stats)
+
+    @property
+    def done_rows(self) -> int:
+        """Records with a committed outcome: enriched or dead letter."""
+        return self.committed_rows + self.dead_letter_rows
+
+    @classmethod
+    def of(cls, manifest: Manifest) -> PartitionProgress:
+        if manifest.committed_at is None:
+            raise ValueError("only committed manifests have progress")
+        return cls(
+            partition=manifest.partition,
+            epoch=manifest.epoch,
+            input_offset=manifest.input_offset,
+            records_total=manifest.records_total,
+            committed_rows=manifest.committed_rows,
+            dead_letter_rows=manifest.dead_letter_rows,
+            watermark=manifest.watermark,
+            committed_at=manifest.committed_at,
+            attempt=manifest.attempt,
+            in_flight=len(manifest.pending),
+            stats=dict(manifest.stats),
+        )
+
+
+@dataclass(frozen=True)
+class NamespaceInfo:
+    """One task run found under the store root, with per-partition progress from their
+    best manifests, and its totals (what ``progress_record.ProgressRecord`` says of a
+    namespace, for one without a record: a run of an older version)."""
+
+    key: NamespaceKey
+    partitions: tuple[PartitionProgress, ...]
+
+    @property
+    def epoch(self) -> int:
+        return max((p.epoch for p in self.partitions), default=0)
+
+    @property
+    def done(self) -> int:
+        return sum(p.done_rows for p in self.partitions)
+
+    @property
+    def in_flight(self) -> int:
+        return sum(p.in_flight for p in self.partitions if not p.partition_stats.finished)
+
+    def describe(self, records_total: int | None) -> str:
+        return describe_progress(self.epoch, self.done, self.in_flight, records_total)
+
+
+#: A sign of life is overdue after this many of its expected intervals without one.
+OVERDUE_FACTOR = 2
+
+
+@dataclass(frozen=True)
+class Stall:
+    """A live lease whose run has shown no sign of life for ``silent_s`` seconds; the
+    lease expires ``expires_in_s`` seconds from the reading (then the run counts as
+    interrupted, and another run may take the namespace over)."""
+
+    silent_s: float
+    expires_in_s: float
+
+    def describe(self) -> str:
+        """``no progress for 45 s``: the one wording of the page and the Storage tab."""
+        return f"no progress for {_duration(self.silent_s)}"
+
+    def explain(self) -> str:
+        """The longer wording, for a tooltip."""
+        return (
+            f"{self.describe()}: neither a commit nor a lease renewal for over "
+            f"{OVERDUE_FACTOR} times the intervals the run recorded; its lease expires in "
+            f"{_duration(self.expires_in_s)}, then the page says interrupted"
+        )
+
+
+def _duration(seconds: float) -> str:
+    whole = max(int(seconds), 0)
+    return f"{whole} s" if whole < 120 else f"{whole // 60} min {whole % 60} s"
+
+
+def commit_interval(record: ProgressRecord) -> float | None:
+    """Seconds within which a commit of a working run shows in its progress record (a
+    snapshot interval, then a progress interval); None in records of earlier versions."""
+    if record.snapshot_interval_ms is None or record.progress_interval_ms is None:
+        return None
+    return (record.snapshot_interval_ms + record.progress_interval_ms) / 1000
+
+
+def stall_of(record: ProgressRecord | None, lease: Lease | None, now: float) -> Stall | None:
+    """The stall of the run holding ``lease`` at ``now`` (Unix time), or None while it shows
+    signs of life, when no live lease stands (nothing runs: readers say interrupted) or
+    when the lease does not say when it was renewed (written by an earlier version)."""
+    if lease is None or not lease.in_force(now):
+        return None
+    renewal = lease.renewal_interval
+    if lease.renewed_at is None or renewal is None or renewal <= 0:
+        return None
+    if now - lease.renewed_at <= OVERDUE_FACTOR * renewal:
+        return None
+    last = lease.renewed_at
+    if record is not None and record.partitions:
+        last_commit = max(p.committed_at_ms for p in record.partitions) / 1000
+        # A record without intervals (an earlier version): commits judged like renewals.
+        if now - last_commit <= OVERDUE_FACTOR * (commit_interval(record) or renewal):
+            return None
+        last = max(last, last_commit)
+    return Stall(silent_s=now - last, expires_in_s=lease.expires_at - now)

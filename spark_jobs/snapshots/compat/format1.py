@@ -12,11 +12,11 @@ import logging
 
 from fsspec import AbstractFileSystem
 
-from .documents import MAX_DOCUMENT_BYTES, ManifestError, NewerFormatError
-from .manifest import Manifest, SegmentRef
-from .paths import MANIFEST_NAME, MANIFESTS_DIR, SEGMENTS_DIR, basename, encode_component
-from .segments import decode_segment
-from .storage import list_entries
+from ..documents import MAX_DOCUMENT_BYTES, ManifestError, NewerFormatError
+from ..manifest import Manifest, SegmentRef
+from ..paths import MANIFEST_NAME, MANIFESTS_DIR, SEGMENTS_DIR, basename, encode_component
+from ..segments import decode_segment
+from ..storage import list_entries
 
 logger = logging.getLogger(__name__)
 
