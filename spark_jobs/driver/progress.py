@@ -1,8 +1,13 @@
 """The run's progress on the driver: the namespace's progress record kept current, and
 the progress lines in the driver log.
 
-The driver's side of the progress record: fold every partition's latest commit into one
-``progress.json`` (``snapshots/progress.py``) and keep it current.
+The snapshot store is the progress channel: every partition commits its manifest there.
+Every interval the driver folds every partition's latest commit into the namespace's one
+``progress.json`` (``snapshots/progress.py``), logs from it, and leaves it for the Airflow
+task's Storage tab and the snapshot page, which read that one record instead of the
+manifests. The total's line says what the calls of the last minute were answered when
+some were not answered 2xx (``; all 480 calls of the last 60 s answered 429
+rate_limit_exceeded; retrying``), so a spent rate limit is not taken for a hung job.
 
 Incremental: a partition whose task in this run has ended (finished, or stopped by its
 budget or a systemic failure) is read once more after that and never again; the others
@@ -13,16 +18,6 @@ not started and cost nothing beyond the one listing of the namespace.
 The record's ``recent_calls`` add up what the partitions still at work in this run last
 cut of their calls, a cut at most a minute old: a task that died or ended says nothing
 of the calls now.
-
-Progress lines in the driver log while the job runs, and the namespace's progress record.
-
-The snapshot store is the progress channel: every partition commits its manifest there.
-Every interval the driver folds what changed into the namespace's ``progress.json``
-(``driver/progress.py``), logs from it, and leaves it for the Airflow task's
-Storage tab and the snapshot page, which read that one record instead of the manifests.
-The total's line says what the calls of the last minute were answered when some were not
-answered 2xx (``; all 480 calls of the last 60 s answered 429 rate_limit_exceeded;
-retrying``), so a spent rate limit is not taken for a hung job.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Progress as its readers see it: the namespace's progress record, progress read from
 the manifests, and a run gone silent.
 
-The namespace's progress record (``progress.json``): the one document progress readers read.
-
-The driver folds each partition's latest commit into it every ``--progress-interval`` and
+**The progress record** (``progress.json``): the one document progress readers read. The
+driver folds each partition's latest commit into it every ``--progress-interval`` and
 writes it atomically (``driver/progress.py``). The driver's progress lines, the job
 summary, the Airflow task's Storage tab and the snapshot page read it and never scan
 manifests, so reading progress costs one small GET whatever the number of cuts.
@@ -24,24 +23,21 @@ than a column: a reader of an earlier version checks the columns and ignores oth
 Standard library and the snapshots' own records only (fsspec through the lease): the
 Airflow side reads it too.
 
-Progress of stored snapshots read from their manifests, as the store, the resume
-decision (when a namespace has no progress record) and the demo see it.
+**Progress read from the manifests**, as the store, the resume decision (when a namespace
+has no progress record) and the demo see it: plain data that knows nothing of the store
+that found it, so the store can return it without an import cycle.
 
-Plain data: it knows nothing of the store that found them, so the store can return it
-without an import cycle.
-
-A run that went silent, recognised before its lease expires.
-
-While a run works, two signs of life reach its namespace: its partitions' commits (one
-every ``--snapshot-interval``, folded into the progress record every
-``--progress-interval``) and its driver's lease renewals (every third of ``--lease-ttl``).
-A run killed outright (SIGKILL, a lost machine) leaves a lease that stays live for up to a
-TTL, all the while looking like a run at work. Once *both* signs are overdue, each by more
-than :data:`OVERDUE_FACTOR` times the interval the run recorded for it (the progress
-record holds the two intervals, the lease its TTL), the run is *stalled*: readers say
-``no progress for 45 s`` (the time since the last sign) while the lease still stands.
-Either sign on time is enough: commits pause while every partition waits on a slow API,
-renewals while the storage hiccups; both stop only when the run is gone or hung.
+**A run gone silent**, recognised before its lease expires. While a run works, two signs
+of life reach its namespace: its partitions' commits (one every ``--snapshot-interval``,
+folded into the progress record every ``--progress-interval``) and its driver's lease
+renewals (every third of ``--lease-ttl``). A run killed outright (SIGKILL, a lost machine)
+leaves a lease that stays live for up to a TTL, all the while looking like a run at work.
+Once *both* signs are overdue, each by more than :data:`OVERDUE_FACTOR` times the interval
+the run recorded for it (the progress record holds the two intervals, the lease its TTL),
+the run is *stalled*: readers say ``no progress for 45 s`` (the time since the last sign)
+while the lease still stands. Either sign on time is enough: commits pause while every
+partition waits on a slow API, renewals while the storage hiccups; both stop only when the
+run is gone or hung.
 """
 
 from __future__ import annotations
