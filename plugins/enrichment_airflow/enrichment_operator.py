@@ -104,8 +104,8 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         this run enriches again only those dead letters of the interval's last result and
         publishes the merged result; empty for a normal run (templated).
     :param model_mode: ``online`` or ``batch`` (``--model-mode``): a model section's
-        requests one call each, or through its provider's batch API at half the price
-        (templated; a run may switch and pays nothing twice).
+        requests one call each, or through its provider's batch API at half the price;
+        a run may switch and pays nothing twice (templated).
     :param spark_log_level: level of Spark's own logging in the task log, ``WARN`` by
         default (``INFO``, ``DEBUG`` to see Spark's own lines); the job's decision,
         progress and summary always show (templated).

@@ -527,7 +527,8 @@ def test_a_run_into_a_delta_table_shows_the_version_it_committed(server: Server)
         "data": {"uri": "s3://lake/customers", "version": 12, "committed": True},
     }
     summary = {"records_in": 10, "enriched": 10, "dead_letters": 0, "table": table}
-    SnapshotStore(str(server.snapshot_root)).mark_completed(key, {"summary": summary})
+    record = CompletionRecord(summary=JobSummary.from_json(summary))
+    SnapshotStore(str(server.snapshot_root)).mark_completed(key, record)
     detail = server.call("viewer", "GET", _path(key), 200).json()
     assert detail["totals"]["summary"].endswith("in delta table s3://lake/customers version 12")
     page = server.call("viewer", "GET", f"{URL_PREFIX}/", 200, params={"task_id": key.task_id})
