@@ -419,7 +419,7 @@ class PartitionProgress:
 @dataclass(frozen=True)
 class NamespaceInfo:
     """One task run found under the store root, with per-partition progress from their
-    best manifests, and its totals (what ``progress_record.ProgressRecord`` says of a
+    best manifests, and its totals (what :class:`ProgressRecord` above says of a
     namespace, for one without a record: a run of an older version)."""
 
     key: NamespaceKey
