@@ -4,6 +4,7 @@ the driver's publish step, and what a reader sees of the table."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +17,7 @@ from deltalake import DeltaTable
 
 from spark_jobs.driver import delta_publish, table_publish
 from spark_jobs.driver.delta_publish import IDENTITY_KEY
+from spark_jobs.driver.spark_io import TaskRows
 from spark_jobs.driver.table_publish import TableRun, stage
 from spark_jobs.records.summary import JobSummary
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
@@ -78,26 +80,36 @@ def spec_for(root: str, **options: Any) -> JobSpec:
     return JobSpec.from_mapping(values, source="test")
 
 
-def spark_write(folder: str | None, rows: list[dict[str, Any]], files: int) -> None:
-    """What a run's Spark write leaves in a staging folder: Parquet parts, _SUCCESS."""
+def spark_write(folder: str | None, rows: list[dict[str, Any]], files: int) -> dict[int, int]:
+    """What a run's Spark write leaves in a staging folder: Parquet parts named by their
+    task as Spark names them, _SUCCESS; returns the rows of each task, as the job counts
+    them (``spark_io.TaskRows``)."""
     assert folder is not None
     fs, path = fsspec.core.url_to_fs(folder)
     fs.makedirs(path, exist_ok=True)
     schema = pa.schema([(name, pa.string()) for name in rows[0]])
     for part in range(files):
-        with fs.open(f"{path}/part-{part:05d}.parquet", "wb") as handle:
+        with fs.open(f"{path}/part-{part:05d}-{uuid.uuid4()}-c000.parquet", "wb") as handle:
             pq.write_table(pa.Table.from_pylist(rows[part::files], schema), handle)
     fs.pipe_file(f"{path}/_SUCCESS", b"")
+    return {part: len(rows[part::files]) for part in range(files) if rows[part::files]}
 
 
 def staged(
-    spec: JobSpec, rows: list[dict[str, Any]], failed: list[dict[str, Any]], files: int = 3
+    spec: JobSpec,
+    rows: list[dict[str, Any]],
+    failed: list[dict[str, Any]],
+    files: int = 3,
+    counted: bool = True,
 ) -> TableRun:
-    """A run's table output after its Spark write: ``KEY``'s namespace, files staged."""
+    """A run's table output after its Spark write: ``KEY``'s namespace, files staged,
+    and the rows of each file as the write counted them (``counted``, as the job does for
+    an Iceberg output; else none, and Iceberg reads the footers)."""
     run = TableRun(spec, SnapshotStore(spec.snapshot_dir), KEY, stage(spec, "run"))
-    spark_write(run.data, rows, files)
-    if run.dead_letters is not None:
-        spark_write(run.dead_letters, failed, 1)
+    data = spark_write(run.data, rows, files)
+    dead = {} if run.dead_letters is None else spark_write(run.dead_letters, failed, 1)
+    if counted:
+        run.task_rows = TaskRows(data, dead)
     return run
 
 

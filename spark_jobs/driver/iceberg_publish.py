@@ -3,11 +3,19 @@
 The counterpart of ``delta_publish.py`` for ``--output-format iceberg``: Spark writes the
 run's Parquet files (the interval column in them: Iceberg keeps no partition values
 outside the files) into a run folder inside the table's location; the driver adds them
-with pyiceberg's ``add_files`` in one catalog commit whose snapshot carries the run's
-identity as snapshot properties (``enrichment.app_id``, ``enrichment.sequence``,
+in one catalog commit (a fast append) whose snapshot carries the run's identity as
+snapshot properties (``enrichment.app_id``, ``enrichment.sequence``,
 ``enrichment.identity``). The table's snapshot history is checked for that identity
 before the commit, and again after a commit whose outcome is unknown (its answer lost):
 found there, it landed; so nothing is committed twice.
+
+A publish costs the same requests whatever the number of files: each file's manifest
+entry is built from the one listing of the run folder (its size) and the rows the write
+counted for its task (``spark_io.TaskRows``), and one file's footer is read for the
+schema check; the entries carry no column bounds (a reader cannot skip a file by
+them before opening it). Files the write did not count (a task split into several files by
+``spark.sql.files.maxRecordsPerFile``, a partitioned table of the user's) are added by
+pyiceberg's ``add_files``, which reads every footer (three requests a file).
 
 ``replace-interval`` deletes the interval's rows and adds the run's files in one
 transaction: one catalog commit holding an overwrite's delete snapshot and the append
@@ -20,16 +28,21 @@ default an embedded SQL catalog in a SQLite file beside the table, for a local t
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import reduce
 from typing import Any
 
 import fsspec
+import pyarrow as pa
 
 from spark_jobs.driver.delta_publish import DataInterval, MergeKeys, TableCommit, TableIdentity
 from spark_jobs.driver.publish import FENCED
 from spark_jobs.snapshots import LeaseError
+
+logger = logging.getLogger(__name__)
 
 APP_ID, SEQUENCE, IDENTITY = "enrichment.app_id", "enrichment.sequence", "enrichment.identity"
 NAMESPACE = "enrichment"
@@ -99,10 +112,12 @@ def commit_files(
     interval: DataInterval | None = None,
     mode: str = "append",
     merge: MergeKeys | None = None,
+    task_rows: Mapping[int, int] | None = None,
 ) -> TableCommit:
     """Add the Parquet files of ``data_folder`` to ``table`` in one catalog commit whose
     snapshot carries ``identity``, unless its history holds that identity already; a
-    commit whose outcome is unknown is looked for in the history again."""
+    commit whose outcome is unknown is looked for in the history again. ``task_rows``:
+    the rows the write counted for each file's task (None: read from the footers)."""
     if mode == "replace-interval" and interval is None:
         raise ValueError("replace-interval: the table needs a data interval column")
     if mode == "merge" and merge is None:
@@ -115,11 +130,13 @@ def commit_files(
     if not holds():
         raise LeaseError(FENCED)
     merging = merge if loaded is not None and mode == "merge" else None
+    written = RunFiles(files, _schema(files[0].url), task_rows)
     if loaded is None:  # a merge into no table yet creates it with the run's files
-        loaded = table.create(_schema(files[0]))
+        loaded = table.create(written.schema)
     referenced = 0 if merging is not None else len(files)  # a merge writes files of its own
+    replaced = interval if mode == "replace-interval" else None
     try:
-        _commit(loaded, files, identity, interval if mode == "replace-interval" else None, merging)
+        _commit(loaded, written, identity, replaced, merging)
     except Exception:
         landed = _snapshot_of(table.load(), identity)  # the outcome was unknown
         if landed is None:
@@ -130,9 +147,31 @@ def commit_files(
     return TableCommit(table.identifier, version, committed=True, files=referenced)
 
 
+@dataclass(frozen=True)
+class StagedFile:
+    """A Parquet file of the run folder, as its listing states it."""
+
+    url: str
+    size: int
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """The run's files to commit: their listing, their schema (one footer read), and the
+    rows the write counted for each file's task (None when it did not count)."""
+
+    files: list[StagedFile]
+    schema: pa.Schema
+    task_rows: Mapping[int, int] | None
+
+    @property
+    def urls(self) -> list[str]:
+        return [file.url for file in self.files]
+
+
 def _commit(
     table: Any,
-    files: list[str],
+    written: RunFiles,
     identity: TableIdentity,
     replaced: DataInterval | None,
     merge: MergeKeys | None,
@@ -148,14 +187,76 @@ def _commit(
         IDENTITY: identity.marker,
     }
     if merge is not None:
-        source = _merged_rows(table, files, merge)
+        source = _merged_rows(table, written.urls, merge)
         table.upsert(source, join_cols=list(merge.keys), snapshot_properties=properties)
         return
     with table.transaction() as transaction:
         if replaced is not None:
             column, value = Reference(replaced.column), literal(replaced.value)
             transaction.delete(EqualTo(term=column, value=value))
-        transaction.add_files(files, snapshot_properties=properties)
+        entries = _manifest_entries(transaction.table_metadata, written)
+        if entries is None:
+            logger.info("Iceberg: reading the footers of %d files", len(written.files))
+            transaction.add_files(written.urls, snapshot_properties=properties)
+            return
+        _name_files_columns(transaction)
+        with transaction.update_snapshot(snapshot_properties=properties).fast_append() as append:
+            for entry in entries:
+                append.append_data_file(entry)
+
+
+def _manifest_entries(metadata: Any, written: RunFiles) -> list[Any] | None:
+    """The run's files as manifest entries, from their listing and the rows the write
+    counted, when these name each file's rows for certain: every file one write task's,
+    all counted rows in the files, an unpartitioned table. None otherwise."""
+    from pyiceberg.io.pyarrow import _check_pyarrow_schema_compatible
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+    from pyiceberg.typedef import Record
+
+    named = [_task_of(file.url) for file in written.files]
+    tasks = [task for task in named if task is not None]
+    rows = written.task_rows
+    if rows is None or len(tasks) != len(named) or len(set(tasks)) != len(tasks):
+        return None
+    if sum(rows.get(task, 0) for task in tasks) != sum(rows.values()):
+        return None  # rows counted for a file the listing does not show
+    if not metadata.spec().is_unpartitioned():
+        return None
+    _check_pyarrow_schema_compatible(  # what add_files checks of every file: one suffices
+        metadata.schema(), written.schema, format_version=metadata.format_version
+    )
+    return [
+        DataFile.from_args(
+            content=DataFileContent.DATA,
+            file_path=file.url,
+            file_format=FileFormat.PARQUET,
+            partition=Record(),
+            record_count=rows.get(task, 0),
+            file_size_in_bytes=file.size,
+            spec_id=metadata.default_spec_id,
+        )
+        for file, task in zip(written.files, tasks, strict=True)
+    ]
+
+
+_TASK_FILE = re.compile(r"part-(\d+)[-.]")
+"""Spark's name of a write task's file: ``part-<partition id>-<uuid>-c000.<codec>.parquet``."""
+
+
+def _task_of(url: str) -> int | None:
+    found = _TASK_FILE.match(url.rsplit("/", 1)[-1])
+    return None if found is None else int(found.group(1))
+
+
+def _name_files_columns(transaction: Any) -> None:
+    """Spark's files carry no Iceberg field ids: readers find their columns by name
+    through the table's name mapping, set once (as ``add_files`` sets it)."""
+    from pyiceberg.table import TableProperties
+
+    metadata = transaction.table_metadata
+    if metadata.name_mapping() is None:
+        mapping = metadata.schema().name_mapping.model_dump_json()
+        transaction.set_properties(**{TableProperties.DEFAULT_NAME_MAPPING: mapping})
 
 
 def _merged_rows(table: Any, files: list[str], merge: MergeKeys) -> Any:
@@ -198,21 +299,21 @@ def _snapshot_of(table: Any, identity: TableIdentity) -> int | None:
     return None
 
 
-def _parquet_files(data_folder: str) -> list[str]:
-    """The run's Parquet files (one listing), as URLs pyiceberg opens."""
+def _parquet_files(data_folder: str) -> list[StagedFile]:
+    """The run's Parquet files and their sizes (one listing), as URLs pyiceberg opens."""
     fs, folder = fsspec.core.url_to_fs(data_folder)
     fs.invalidate_cache(folder)
-    names = sorted(
-        str(entry["name"])
+    files = sorted(
+        (str(entry["name"]), int(entry["size"]))
         for entry in fs.ls(folder, detail=True)
         if str(entry["name"]).endswith(".parquet")
     )
-    if not names:
+    if not files:
         raise ValueError(f"{data_folder}: no Parquet files to commit")
-    return [fs.unstrip_protocol(name) for name in names]
+    return [StagedFile(fs.unstrip_protocol(name), size) for name, size in files]
 
 
-def _schema(file: str) -> Any:
+def _schema(file: str) -> pa.Schema:
     """The table's schema from one of the run's files (Spark wrote them all)."""
     import pyarrow.parquet as pq
 

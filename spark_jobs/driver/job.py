@@ -201,6 +201,8 @@ def _run_holding_lease(
         settle = partial(records_settled, folder, settle_quiet_s(spec.snapshot_interval))
         with ProgressReporter(folder, sizes, spec.progress_interval, settle=settle) as progress:
             counts = write_outputs(enriched, spec, output.data, output.dead_letters)
+        if isinstance(output, TableRun):
+            output.task_rows = counts.task_rows
         record = progress.final()
         fail_if(store, key, job_record, run_id, systemic_failure(record.partitions, run_id))
         summary = build_summary(

@@ -9,6 +9,7 @@ in one place.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -89,11 +90,23 @@ def output_arrow_schema(input_schema: StructType, spec: JobSpec) -> pa.Schema:
 
 
 @dataclass(frozen=True)
+class TaskRows:
+    """The rows each write task of a run wrote, by its partition id (the ``part-NNNNN``
+    of the file Spark names for it): what an Iceberg manifest states of each file, known
+    without reading the files back (``iceberg_publish``)."""
+
+    data: Mapping[int, int]
+    dead_letters: Mapping[int, int]
+
+
+@dataclass(frozen=True)
 class OutputCounts:
-    """The records a run's output holds: enriched (``data/``) and dead letters."""
+    """The records a run's output holds: enriched (``data/``) and dead letters; and, for
+    an Iceberg output, the rows of each file written."""
 
     enriched: int
     dead_letters: int
+    task_rows: TaskRows | None = None
 
 
 def write_outputs(
@@ -133,9 +146,22 @@ def write_outputs(
         rows, failures = int(counts["rows"]), int(counts["failed"])
         if dead_letters is not None:
             _write_dead_letters(cached.filter(failed), spec, dead_letters, failures)
+        task_rows = None
+        if spec.output_format == "iceberg":
+            data_rows = cached if dead_letters is None else cached.filter(~failed)
+            task_rows = TaskRows(_rows_by_task(data_rows), _rows_by_task(cached.filter(failed)))
     finally:
         cached.unpersist()
-    return OutputCounts(enriched=rows - failures, dead_letters=failures)
+    return OutputCounts(enriched=rows - failures, dead_letters=failures, task_rows=task_rows)
+
+
+def _rows_by_task(frame: DataFrame) -> dict[int, int]:
+    """The rows of each partition of ``frame``, counted over the cached rows the write
+    read (one small job, no storage read): the rows of the file its write task wrote."""
+    from pyspark.sql import functions as F
+
+    counted = frame.groupBy(F.spark_partition_id().alias("task")).count().collect()
+    return {int(row["task"]): int(row["count"]) for row in counted}
 
 
 def _write_dead_letters(dead: DataFrame, spec: JobSpec, folder: str, failures: int) -> None:

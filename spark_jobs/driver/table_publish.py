@@ -18,7 +18,7 @@ writes makes a retry after success a no-op without reading the tables. A fresh s
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -32,6 +32,7 @@ from spark_jobs.driver.delta_publish import (
     run_folder_root,
 )
 from spark_jobs.driver.publish import FENCED, discard, staging_for, write_summary
+from spark_jobs.driver.spark_io import TaskRows
 from spark_jobs.records.summary import JobSummary, TablePublish, TableVersion
 from spark_jobs.snapshots import LeaseError, NamespaceKey, SnapshotStore
 from spark_jobs.spec.job_spec import JobSpec
@@ -75,6 +76,9 @@ class TableRun:
     """Staged folders no commit names, for certain: those never sent, those whose
     commit had landed before (a retry), a merge's source. A commit whose answer never
     came may name its files: they stay (unreferenced files are invisible; vacuum)."""
+    task_rows: TaskRows | None = None
+    """The rows of each staged file, as the write counted them (an Iceberg output's:
+    ``write_outputs``); None, and Iceberg reads the files' footers."""
 
     def __post_init__(self) -> None:
         self.unreferenced = {f for f in (self.data, self.dead_letters) if f is not None}
@@ -103,10 +107,12 @@ class TableRun:
         identity = TableIdentity(
             app_id, _sequence(spec, self.store, self.key, tables, app_id, holds)
         )
-        dead = None
+        dead, rows = None, self.task_rows
         if self.dead_letters is not None:
-            dead = self._commit(tables[0], self.dead_letters, identity, holds, merge=None)
-        data = self._commit(output, self.data, identity, holds, _merge_keys(spec))
+            dead_rows = None if rows is None else rows.dead_letters
+            dead = self._commit(tables[0], self.dead_letters, identity, holds, None, dead_rows)
+        data_rows = None if rows is None else rows.data
+        data = self._commit(output, self.data, identity, holds, _merge_keys(spec), data_rows)
         summary = replace(
             summary, table=TablePublish(spec.output_format, identity.marker, data, dead)
         )
@@ -129,6 +135,7 @@ class TableRun:
         identity: TableIdentity,
         holds: Callable[[], bool],
         merge: MergeKeys | None,
+        task_rows: Mapping[int, int] | None,
     ) -> TableVersion:
         """One table's commit (a dead-letter table only ever appends or replaces)."""
         mode = (
@@ -137,7 +144,7 @@ class TableRun:
             else "append"
         )
         self.unreferenced.discard(folder)  # from here on the log may name its files
-        staged = StagedCommit(table, folder, identity, mode, merge)
+        staged = StagedCommit(table, folder, identity, mode, merge, task_rows)
         done = table_format(self.spec).commit(staged, holds)
         if done.files == 0:  # found committed before, or merged (delta-rs wrote its own)
             self.unreferenced.add(folder)
@@ -175,6 +182,8 @@ class StagedCommit:
     identity: TableIdentity
     mode: WriteMode
     merge: MergeKeys | None
+    task_rows: Mapping[int, int] | None = None
+    """The rows of each staged file by its write task, when the write counted them."""
 
 
 class TableFormat(Protocol):
@@ -228,6 +237,7 @@ class IcebergFormat:
             interval=interval,
             mode=staged.mode,
             merge=staged.merge,
+            task_rows=staged.task_rows,
         )
 
     def _table(self, location: str) -> iceberg_publish.IcebergTable:

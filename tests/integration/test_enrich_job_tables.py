@@ -113,7 +113,10 @@ def test_inline_dead_letters_are_typed_columns_of_the_table(tmp_path: Path) -> N
 
 def test_an_iceberg_run_is_one_snapshot_read_by_pyiceberg_and_polars(tmp_path: Path) -> None:
     """The embedded SQLite catalog beside the table; the interval column is in the
-    files Spark wrote; a retry after success adds no snapshot."""
+    files Spark wrote; each file's rows in the manifests are the rows the write counted
+    for its task, its footer's (no footer read to commit); a retry after success adds
+    no snapshot."""
+    import pyarrow.parquet as pq
     from pyiceberg.catalog import load_catalog
 
     from spark_jobs.driver.iceberg_publish import IDENTITY, default_catalog
@@ -133,6 +136,12 @@ def test_an_iceberg_run_is_one_snapshot_read_by_pyiceberg_and_polars(tmp_path: P
     assert sorted(pl.scan_iceberg(table).collect()["id"].to_list()) == IDS
     identities = [s.summary.get(IDENTITY) for s in table.snapshots()]
     assert identities == [f"manual/enrich/{DAY}@1"]
+    assert "Iceberg: reading the footers" not in log
+    for name in ("enrichment.out", "enrichment.out_dead_letters"):
+        files = catalog.load_table(name).inspect.files()
+        paths, rows = files["file_path"].to_pylist(), files["record_count"].to_pylist()
+        footers = [pq.read_metadata(path.removeprefix("file:")).num_rows for path in paths]
+        assert rows == footers and sum(rows) > 0, (name, paths)
     dead = catalog.load_table("enrichment.out_dead_letters").scan().to_arrow()
     assert dead["error"].to_pylist()[0].startswith("InvalidRowError: ")
     summary = read_result(summary_location(str(tmp_path / "out"), "iceberg", DAY)).summary

@@ -230,30 +230,51 @@ def test_an_iceberg_table_on_s3_is_committed_once_after_a_kill(
     assert identities == [f"dag/enrich/{DAY}@1"]
 
 
-def test_an_iceberg_publish_reads_each_files_footer(
-    bucket: str, moto: MotoServer, tmp_path: Path
-) -> None:
-    """Unlike delta-rs (whose add actions we build from one listing), pyiceberg's
-    ``add_files`` reads every file's footer for its statistics: a fixed part plus three
-    requests a file (two HEADs and a GET), measured here so that a change shows."""
-    catalog = {
+def iceberg_publish_requests(
+    bucket: str, moto: MotoServer, catalog: dict[str, str], files: int, counted: bool
+) -> Counter[str]:
+    """The requests of one Iceberg publish of ``files`` files into a table at version 1
+    (a first run's publish made it), counted (``TaskRows``) or not."""
+    rows = [{**row, "interval_start": DAY} for row in enriched(range(120))]
+    failed = [{**row, "interval_start": DAY} for row in dead(range(2))]
+    output = f"{bucket}/iceberg-{files}-{counted}"
+    spec = spec_for(bucket, output=output, output_format="iceberg", iceberg_catalog=catalog)
+    publish_try(staged(spec, rows, failed, files=files, counted=counted), 122, always)
+    SnapshotStore(spec.snapshot_dir).discard(KEY)  # the next day's, or a Clear's
+    run = staged(spec, rows, failed, files=files, counted=counted)
+    moto.reset()
+    publish_try(run, 122, always)
+    counts = moto.requests()
+    print(f"iceberg publish of {files} files, counted {counted}: {dict(counts)}")
+    return counts
+
+
+def sql_catalog(moto: MotoServer, folder: Path) -> dict[str, str]:
+    return {
         "type": "sql",
-        "uri": f"sqlite:///{tmp_path}/catalog.db",
+        "uri": f"sqlite:///{folder}/catalog.db",
         "s3.endpoint": moto.url,
         "s3.region": "us-east-1",
     }
-    rows = [{**row, "interval_start": DAY} for row in enriched(range(120))]
-    failed = [{**row, "interval_start": DAY} for row in dead(range(2))]
-    counts = {}
-    for files in (3, 60):
-        output = f"{bucket}/iceberg-{files}"
-        spec = spec_for(bucket, output=output, output_format="iceberg", iceberg_catalog=catalog)
-        publish_try(staged(spec, rows, failed, files=files), 122, always)
-        SnapshotStore(spec.snapshot_dir).discard(KEY)  # the next day's, or a Clear's
-        run = staged(spec, rows, failed, files=files)
-        moto.reset()
-        publish_try(run, 122, always)
-        counts[files] = moto.requests()
-        print(f"iceberg publish of {files} files: {dict(counts[files])}")
-    growth = {kind: counts[60][kind] - counts[3][kind] for kind in counts[60]}
+
+
+def test_an_iceberg_publish_costs_the_same_requests_whatever_the_number_of_files(
+    bucket: str, moto: MotoServer, tmp_path: Path
+) -> None:
+    """The manifest entries come from the run folder's listing and the rows the write
+    counted: 3 files or 60, the publish serves the same requests."""
+    catalog = sql_catalog(moto, tmp_path)
+    few, many = (iceberg_publish_requests(bucket, moto, catalog, n, True) for n in (3, 60))
+    assert many == few
+
+
+def test_an_iceberg_publish_without_counts_reads_each_files_footer(
+    bucket: str, moto: MotoServer, tmp_path: Path
+) -> None:
+    """Files the write did not count (``maxRecordsPerFile`` split a task's rows) are
+    added by pyiceberg's ``add_files``, which reads every footer: three requests a file
+    (two HEADs and a GET), measured here so that a change shows."""
+    catalog = sql_catalog(moto, tmp_path)
+    few, many = (iceberg_publish_requests(bucket, moto, catalog, n, False) for n in (3, 60))
+    growth = {kind: many[kind] - few[kind] for kind in many}
     assert growth == {"GET": 57, "HEAD": 114, "PUT": 0, "LIST": 0, "POST": 0}

@@ -7,6 +7,7 @@ replace-interval; merge by key; both dead-letter layouts. Read back with pyicebe
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -163,3 +164,54 @@ def test_merge_updates_only_the_enriched_columns_of_present_keys(tmp_path: Path)
     assert run_snapshots(spec)[-1] == merged.table.identity
     staged_left = list(Path(spec.output).rglob("_SUCCESS"))
     assert len(staged_left) == 1, "the merged run's staged files went: pyiceberg wrote its own"
+
+
+def manifest_rows(spec: JobSpec) -> dict[str, int]:
+    """Each data file's rows as the table's manifests state them, by file name."""
+    files = table(spec).inspect.files()
+    paths, rows = files["file_path"].to_pylist(), files["record_count"].to_pylist()
+    return {path.rsplit("/", 1)[-1]: count for path, count in zip(paths, rows, strict=True)}
+
+
+def footer_rows(spec: JobSpec) -> dict[str, int]:
+    """Each committed file's rows as its own footer says."""
+    import pyarrow.parquet as pq
+
+    paths = table(spec).inspect.files()["file_path"].to_pylist()
+    footers = {path: pq.read_metadata(path.removeprefix("file://")) for path in paths}
+    return {path.rsplit("/", 1)[-1]: footer.num_rows for path, footer in footers.items()}
+
+
+def test_the_rows_the_write_counted_are_each_files_rows_in_the_manifest(tmp_path: Path) -> None:
+    """The manifest entries are built from the write's counts, not the footers: each
+    file's record count is the rows it holds, and readers that count from the manifests
+    (pyiceberg's ``count``) agree with a scan."""
+    spec = iceberg_spec(tmp_path)
+    rows, failed = with_day(enriched(range(11))), with_day(dead(range(2)))
+    run = staged(spec, rows, failed, files=4)
+    publish_try(run, 13, lambda: True)
+    assert manifest_rows(spec) == footer_rows(spec)
+    assert sorted(manifest_rows(spec).values()) == [2, 3, 3, 3]
+    assert table(spec).scan().count() == 11 == len(ids_in(spec))
+
+
+@pytest.mark.parametrize("counts", ["a task without its file", "none", "a task in two files"])
+def test_counts_that_do_not_name_each_files_rows_are_read_from_the_footers(
+    tmp_path: Path, counts: str
+) -> None:
+    """Counts that cannot be each file's rows for certain (a counted task whose file the
+    listing lacks, no counts at all, one task's rows in two files) are not trusted: the
+    files' footers are read, and the manifest states their true rows."""
+    spec = iceberg_spec(tmp_path)
+    rows, failed = with_day(enriched(range(9))), with_day(dead(range(2)))
+    run = staged(spec, rows, failed, files=3, counted=counts != "none")
+    assert run.task_rows is not None or counts == "none"
+    if counts == "a task without its file":
+        run.task_rows = replace(run.task_rows, data={**run.task_rows.data, 7: 5})
+    if counts == "a task in two files":
+        run.task_rows = replace(run.task_rows, data={0: 9})
+        for path in Path(run.data).glob("part-0000[12]-*"):
+            path.rename(path.with_name(path.name.replace("part-0000", "part-00000-x")))
+    publish_try(run, 11, lambda: True)
+    assert manifest_rows(spec) == footer_rows(spec)
+    assert table(spec).scan().count() == 9 == len(ids_in(spec))
