@@ -189,12 +189,7 @@ def _run_holding_lease(
         return _published(decision.completed)
     spec = with_running_partitions(spec, spark_conf(spark))
     discard_other_runs(spec.snapshot_dir, store.namespace_path(key), run_id)
-
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    schema = output_arrow_schema(frame.schema, spec)
-    enrich = _partition_function(spec, key, job_record.fingerprint, sizes, schema, run_id)
-    enriched = partitioned.mapInArrow(enrich, from_arrow_schema(schema))
+    enriched = _enriched(partitioned, spec, key, job_record.fingerprint, sizes, run_id)
     output = _run_output(spec, store, key, run_id)
     folder = _progress_folder(store, key, spec, run_id, records_in, lease)
     try:
@@ -329,6 +324,23 @@ def _close_namespace(
         store.clean_unreferenced(key, keep_manifests=sys.maxsize, grace=timedelta(0))
     else:
         store.mark_completed(key, completion)
+
+
+def _enriched(
+    partitioned: DataFrame,
+    spec: JobSpec,
+    key: NamespaceKey,
+    fingerprint: str,
+    sizes: dict[int, int],
+    run_id: str,
+) -> DataFrame:
+    """The partitions as the executors enrich them, each by its PartitionRunner (lazy:
+    the output's write runs it)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    schema = output_arrow_schema(partitioned.schema, spec)
+    enrich = _partition_function(spec, key, fingerprint, sizes, schema, run_id)
+    return partitioned.mapInArrow(enrich, from_arrow_schema(schema))
 
 
 def _partition_function(
