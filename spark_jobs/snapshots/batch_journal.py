@@ -9,6 +9,7 @@ a search for it would stop), and once the create call answers, the batch's id::
 
     <namespace>/batches/part-00003/<written-at ns>-<token>.intent   custom_ids, newest before
     <namespace>/batches/part-00003/<token>.batch                   its batch id
+    <namespace>/batches/part-00003/<token>.progress                its status, as last seen
 
 Beside the partition's own folder, not in it: the partition's cleaner deletes what no
 commit references. Both files are sealed (``documents.seal``); a corrupt one is skipped
@@ -21,23 +22,27 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import replace
 
 from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 
-from spark_jobs.records.batch_intent import BatchIntent
+from spark_jobs.records.batch_intent import BatchIntent, BatchProgress
 
 from .documents import MAX_DOCUMENT_BYTES as LIMIT
 from .documents import ManifestError, seal, unseal
 from .paths import basename, partition_dir_name
-from .storage import list_entries, write_new_file
+from .storage import list_entries, write_atomically, write_new_file
 
 logger = logging.getLogger(__name__)
 
 BATCHES_DIR = "batches"
 FORMAT_VERSION = 1
-INTENT, BATCH = ".intent", ".batch"
+MAX_BATCH_REQUESTS = 1_000_000
+"""More requests than any provider takes in one batch (OpenAI 50 000, Anthropic 100 000)."""
+INTENT, BATCH, PROGRESS = ".intent", ".batch", ".progress"
+_COUNTS = ("total", "done", "failed")
 
 
 class BatchJournal:
@@ -72,6 +77,31 @@ class BatchJournal:
             found.append(intent)
         return found
 
+    def progress(self) -> list[BatchProgress]:
+        """Each batch's status as the partition last saw it, oldest intent first; an
+        unreadable or implausible one is left out with a warning."""
+        names = sorted(basename(e["name"]) for e in list_entries(self._fs, self.directory))
+        found = []
+        for name in (n for n in names if n.endswith(PROGRESS)):
+            body = self._read(name)
+            try:
+                found.append(_progress(body or {}))
+            except ManifestError as error:
+                logger.warning("batch journal: skipping %s/%s: %s", self.directory, name, error)
+        return found
+
+    def record_progress(self, intent: BatchIntent, progress: BatchProgress) -> None:
+        """Replace what the journal says of ``intent``'s batch at the provider."""
+        body = {
+            "format_version": FORMAT_VERSION,
+            "token": intent.token,
+            "batch_id": progress.batch_id,
+            "status": progress.status,
+            **{count: getattr(progress, count) for count in _COUNTS},
+            "seen_at": progress.seen_at,
+        }
+        write_atomically(self._fs, self.directory, f"{intent.token}{PROGRESS}", seal(body))
+
     def _read(self, name: str) -> dict[str, object] | None:
         path = f"{self.directory}/{name}"
         try:
@@ -105,5 +135,46 @@ class BatchJournal:
         return replace(intent, batch_id=batch_id)
 
 
+def batch_progress(
+    fs: AbstractFileSystem, namespace_path: str, partitions: Iterable[int]
+) -> dict[int, list[BatchProgress]]:
+    """The batches of ``partitions`` that have a journal, as last seen: one listing of
+    the namespace's batches folder, then one of each such partition's."""
+    present = {basename(e["name"]) for e in list_entries(fs, f"{namespace_path}/{BATCHES_DIR}")}
+    return {
+        partition: BatchJournal(fs, namespace_path, partition).progress()
+        for partition in partitions
+        if partition_dir_name(partition) in present
+    }
+
+
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _progress(body: dict[str, object]) -> BatchProgress:
+    """A progress file's record, its values checked as the page shows them."""
+    seen_at = body.get("seen_at")
+    if not isinstance(seen_at, (int, float)) or isinstance(seen_at, bool):
+        raise ManifestError("seen_at is not a time")
+    if not 0 <= seen_at < 1e11:  # NaN too: epoch seconds, before the year 5138
+        raise ManifestError(f"seen_at {seen_at} is not a time")
+    total, done, failed = (_request_count(body, name) for name in _COUNTS)
+    batch_id, status = _short_text(body, "batch_id"), _short_text(body, "status")
+    return BatchProgress(batch_id, status, total, done, failed, float(seen_at))
+
+
+def _short_text(body: dict[str, object], name: str) -> str:
+    value = body.get(name)
+    if not isinstance(value, str) or not 0 < len(value) <= 200:
+        raise ManifestError(f"{name} is not a short text")
+    return value
+
+
+def _request_count(body: dict[str, object], name: str) -> int:
+    value = body.get(name)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ManifestError(f"{name} is not a count")
+    if not 0 <= value <= MAX_BATCH_REQUESTS:
+        raise ManifestError(f"{name} {value} is more than a batch holds")
+    return value

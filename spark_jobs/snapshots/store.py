@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import Any
 
 from fsspec.core import url_to_fs
 
+from spark_jobs.records.batch_intent import BatchProgress
 from spark_jobs.records.completion import CompletionRecord
 from spark_jobs.records.job_record import JobRecord
 
 from .attempt_counts import AttemptLedger, LedgerReading
+from .batch_journal import batch_progress
 from .documents import ManifestError, read_document
 from .lease import DEFAULT_TTL_S, LEASE_FILE, Holder, NamespaceLease
 from .partition import DEFAULT_GRACE, PartitionSnapshots
@@ -71,6 +73,12 @@ class SnapshotStore:
         return PartitionSnapshots(
             self._fs, f"{self.namespace_path(key)}/{partition_dir_name(partition)}", partition
         )
+
+    def batch_progress(
+        self, key: NamespaceKey, partitions: Iterable[int]
+    ) -> dict[int, list[BatchProgress]]:
+        """The provider batches of ``partitions`` (batch mode), as each last saw them."""
+        return batch_progress(self._fs, self.namespace_path(key), partitions)
 
     def partitions(self, key: NamespaceKey) -> list[int]:
         """Partition numbers that have a directory in the namespace, ascending; none at or

@@ -113,6 +113,9 @@ async def test_batch_rows_equal_online_at_half_the_cost(tmp_path):
             batches = enrich.stats.batches_sent
     assert found == expected and expected["REFUSE this"] == "RefusedError"
     assert batches == 3  # 61 requests, 25 a batch
+    seen = BatchJournal.at(str(tmp_path / "b"), str(tmp_path / "b"), 0).progress()
+    assert [p.status for p in seen] == ["completed"] * 3  # as the snapshot page shows them
+    assert sum(p.total for p in seen) == 61 == sum(p.done + p.failed for p in seen)
     assert (
         api.stats["batch_requests"] == 61 and api.batches.jobs.stats()["custom_ids_paid_twice"] == 0
     )
@@ -137,6 +140,9 @@ async def test_a_failed_row_is_its_own_dead_letter_and_expired_rows_are_sent_aga
     assert len(failed) < len(TITLES) / 2
     assert api.batches.jobs.stats()["batches_created"] > 1  # the expired rows sent again
     assert api.batches.jobs.stats()["custom_ids_paid_twice"] == 0
+    seen = BatchJournal.at(str(tmp_path), str(tmp_path), 0).progress()
+    assert "expired" in {p.status for p in seen}
+    assert all(p.done + p.failed <= p.total for p in seen)
 
 
 async def test_rows_an_expired_batch_left_are_sent_online_when_asked(tmp_path):

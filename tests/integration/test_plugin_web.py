@@ -657,9 +657,10 @@ def ten_thousand_partitions(count: int = 10_000, every: int = 1) -> ProgressReco
     return ProgressRecord("run-big", 1_763_600_000_500, count, 100_000 * count, parts)
 
 
-def test_a_progress_read_of_ten_thousand_partitions_is_two_requests(tmp_path: Path) -> None:
-    """The page's read of a 10 000-partition namespace: the record and the lease, nothing
-    that grows with partitions or cuts; a second of CPU is far more than it takes."""
+def test_a_progress_read_of_ten_thousand_partitions_is_three_requests(tmp_path: Path) -> None:
+    """The page's read of a 10 000-partition namespace: the record, the lease and the
+    listing of its (absent) batches folder, nothing that grows with partitions or cuts;
+    a second of CPU is far more than it takes."""
     from enrichment_airflow.web.views import read_namespace
 
     SnapshotStore(str(tmp_path)).write_progress_record(BIG_KEY, ten_thousand_partitions())
@@ -669,7 +670,9 @@ def test_a_progress_read_of_ten_thousand_partitions_is_two_requests(tmp_path: Pa
         view = read_namespace(store, BIG_KEY, URL_PREFIX, offset=9_900, limit=100)
     assert view is not None and view.model_dump_json()
     cpu = time.process_time() - cpu
-    assert requests == {"GET-range": 2}, "a bounded GET of the record, one of the lease"
+    assert requests == {"GET-range": 2, "LIST": 1}, (
+        "a bounded GET of the record, one of the lease, a listing of the batches folder"
+    )
     assert cpu < 1.0, f"{cpu:.3f} s of CPU for one page of a 10 000-partition namespace"
     assert [p.partition for p in view.partitions] == list(range(9_900, 10_000))
     assert view.totals.done_rows == 10_000 * 8_012
@@ -694,8 +697,8 @@ def test_a_page_of_ten_thousand_partitions_lists_the_pending_ones_at_the_same_co
     html = render_page([view], filters={}, editable_dag_ids=set(), user_name="viewer")
     cpu = time.process_time() - cpu
     # The progress record and the lease, each read with a bounded range (a lease file
-    # larger than any lease is never read whole).
-    assert requests == {"GET-range": 2}
+    # larger than any lease is never read whole), and the listing of the batches folder.
+    assert requests == {"GET-range": 2, "LIST": 1}
     assert cpu < 1.0, f"{cpu:.3f} s of CPU for 1 000 rows of a 10 000-partition job"
     assert [p.partition for p in view.partitions] == list(range(9_000, 10_000))
     states = [p.state for p in view.partitions]
@@ -884,3 +887,48 @@ def test_the_page_tells_a_running_partition_from_an_interrupted_one(server: Serv
     )
     assert server.call("viewer", "GET", _path(STOPPED_KEY), 200).json()["running"] is False
     assert server.call("viewer", "GET", _path(LIVE_KEY), 200).json()["running"] is True
+
+
+def test_a_batch_runs_provider_batches_show_as_its_partitions_last_saw_them(
+    tmp_path: Path,
+) -> None:
+    """Batch mode: the batches of the partitions shown, from their journals' progress
+    files (status and counts, escaped on the page); hostile progress files are left out,
+    and partitions off the page are not read."""
+    from enrichment_airflow.web.page import render_page
+    from enrichment_airflow.web.views import read_namespace
+    from spark_jobs.records.batch_intent import BatchProgress
+    from spark_jobs.snapshots.batch_journal import BatchJournal
+
+    SnapshotStore(str(tmp_path)).write_progress_record(BIG_KEY, ten_thousand_partitions(200))
+    namespace = SnapshotStore(str(tmp_path)).namespace_path(BIG_KEY)
+    seen = 1_763_600_000.0
+    batches = {
+        3: [BatchProgress("batch_3", "in_progress", 500, 120, 2, seen)],
+        4: [
+            BatchProgress("batch_4", "<b>validating</b>", 40, 0, 0, seen),
+            BatchProgress("batch_huge", "in_progress", 10**12, 0, 0, seen),  # no batch is
+        ],
+        150: [BatchProgress("batch_150", "completed", 500, 500, 0, seen)],  # off the page
+    }
+    for partition, progress in batches.items():
+        journal = BatchJournal(LocalFileSystem(), namespace, partition)
+        for each in progress:
+            journal.record_progress(journal.record_intent(["c1"], None), each)
+    (Path(BatchJournal(LocalFileSystem(), namespace, 4).directory) / "x.progress").write_text("{")
+
+    store = SnapshotStore(counting_url(tmp_path))
+    with counted_requests() as requests:
+        view = read_namespace(store, BIG_KEY, URL_PREFIX, offset=0, limit=100)
+    assert view is not None
+    shown = [(b.partition, b.batch_id, b.status, b.done, b.total, b.failed) for b in view.batches]
+    assert shown == [
+        (3, "batch_3", "in_progress", 120, 500, 2),
+        (4, "batch_4", "<b>validating</b>", 0, 40, 0),
+    ]
+    assert view.batches[0].seen_at == "2025-11-20T00:53:20.000+00:00"
+    assert requests["LIST"] == 3, "the batches folder, then partitions 3 and 4 only"
+    html = render_page([view], filters={}, editable_dag_ids=set(), user_name="viewer")
+    assert "provider batches" in html and "120 of 500 done, 2 failed" in html
+    assert "&lt;b&gt;validating&lt;/b&gt;" in html and "<b>validating" not in html
+    assert "batch_150" not in html and "batch_huge" not in html

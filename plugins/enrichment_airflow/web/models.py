@@ -50,6 +50,18 @@ class CostView(BaseModel):
     calls_saved_by_resume: int
 
 
+class BatchView(BaseModel):
+    """A provider batch of a batch-mode run, as its partition last saw it."""
+
+    partition: int
+    batch_id: str
+    status: str = Field(description='The provider\'s word: "in_progress", "completed", …')
+    total: int
+    done: int = Field(description="Requests answered.")
+    failed: int = Field(description="Requests errored, expired or cancelled.")
+    seen_at: str | None = Field(description="When the partition read it (ISO 8601, UTC).")
+
+
 class TotalsView(BaseModel):
     """The namespace's partitions added up."""
 
@@ -119,6 +131,10 @@ class NamespaceView(BaseModel):
     )
     partitions: list[PartitionView]
     partitions_page: PartitionPageView
+    batches: list[BatchView] = Field(
+        default_factory=list,
+        description="The provider batches of the partitions shown (batch mode), oldest first.",
+    )
     links: LinksView
 
     @property

@@ -26,6 +26,8 @@ _STYLE = files(__package__).joinpath("page.css").read_text()
 _SCRIPT = files(__package__).joinpath("page.js").read_text()
 #: How often the page refreshes a running namespace.
 POLL_MS = 3_000
+#: Provider batches listed per namespace (a run has a few per partition); the rest counted.
+BATCHES_SHOWN = 20
 
 
 def _text(value: Any, missing: str = "—") -> str:
@@ -191,6 +193,23 @@ def _pager(ns: NamespaceView) -> str:
     )
 
 
+def _batches(ns: NamespaceView) -> str:
+    """A batch-mode run's provider batches (of the partitions shown): what the provider
+    has done of each, as its partition last saw it; the page as loaded (no refresh)."""
+    if not ns.batches:
+        return ""
+    items = "".join(
+        f"<li>part {b.partition}: <code>{escape(b.batch_id)}</code> {escape(b.status)}: "
+        f"{_count(b.done)} of {_count(b.total)} done, {_count(b.failed)} failed"
+        f" · seen {_moment(b.seen_at)}</li>"
+        for b in ns.batches[:BATCHES_SHOWN]
+    )
+    more = len(ns.batches) - BATCHES_SHOWN
+    if more > 0:
+        items += f"<li>and {_count(more)} more</li>"
+    return f'<div class="batches muted">provider batches<ul>{items}</ul></div>'
+
+
 def _namespace_section(ns: NamespaceView, editable: bool) -> str:
     t = ns.totals
     headers = "".join(f'<th class="{kind}">{label}</th>' for label, kind in COLUMNS)
@@ -209,6 +228,7 @@ def _namespace_section(ns: NamespaceView, editable: bool) -> str:
     </div>
     <div>{_discard_button(ns, editable)} <span class="status muted"></span></div>
   </div>
+  {_batches(ns)}
   {_pager(ns)}
   <div class="scroll"><table>
     <thead><tr>{headers}</tr></thead>

@@ -5,8 +5,10 @@ the same views, so the HTML and the JSON never disagree.
 
 Progress comes from the namespace's ``progress.json``, which the job's driver keeps
 current (``spark_jobs/snapshots/progress.py``); manifests are never scanned. A read
-costs at most three GETs: the record, the completion record when there is no progress
-record, and the lease. A namespace without a progress record (a run of an earlier
+costs at most three GETs (the record, the completion record when there is no progress
+record, and the lease) and one listing of the namespace's batches folder, plus, in a
+batch-mode run, a listing and the progress files of each shown partition's provider
+batches (``snapshots/batch_journal.py``). A namespace without a progress record (a run of an earlier
 version, or a driver that has not written one yet) or with an unreadable one is shown
 with a note saying so, and without partitions.
 """
@@ -18,6 +20,7 @@ import time
 from urllib.parse import quote, urlencode
 
 from enrichment_airflow.web.models import (
+    BatchView,
     CostView,
     LinksView,
     NamespaceView,
@@ -203,8 +206,28 @@ def read_namespace(
         progress_note=note,
         partitions=partitions,
         partitions_page=page,
+        batches=_batch_views(store, key, [p.partition for p in partitions]),
         links=_links(base, key),
     )
+
+
+def _batch_views(store: SnapshotStore, key: NamespaceKey, partitions: list[int]) -> list[BatchView]:
+    """The provider batches of the partitions shown, each as its partition last saw it."""
+    if not partitions:
+        return []
+    return [
+        BatchView(
+            partition=partition,
+            batch_id=b.batch_id,
+            status=b.status,
+            total=b.total,
+            done=b.done,
+            failed=b.failed,
+            seen_at=utc(round(b.seen_at * 1000)),
+        )
+        for partition, batches in store.batch_progress(key, partitions).items()
+        for b in batches
+    ]
 
 
 def _stall_view(stall: Stall | None) -> StallView | None:

@@ -28,13 +28,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol, TypeVar
 
 from spark_jobs.asyncwait import untimed
-from spark_jobs.records.batch_intent import BatchIntent
+from spark_jobs.records.batch_intent import BatchIntent, BatchProgress
 
 from ..batching import Batcher
 from ..calls import AnswerMapping, ResponseMapping, SingleCalls, StoredResponses
@@ -66,6 +67,7 @@ class BatchJournal(Protocol):
     def intents(self) -> list[BatchIntent]: ...
     def record_intent(self, custom_ids: list[str], newest_before: str | None) -> BatchIntent: ...
     def record_batch(self, intent: BatchIntent, batch_id: str) -> BatchIntent: ...
+    def record_progress(self, intent: BatchIntent, progress: BatchProgress) -> None: ...
 
 
 @dataclass
@@ -281,7 +283,7 @@ class ProviderBatchCalls(SingleCalls):
             )
             assert self._known is not None
             self._known.batch_ids.add(batch_id)
-        rows = await self._rows(await self._ended(batch_id), intent)
+        rows = await self._rows(await self._ended(batch_id, intent), intent)
         if by_count and set(rows) != set(intent.custom_ids):
             logger.warning(
                 "batch %s is not the one of intent %s: sent again", batch_id, intent.token
@@ -289,14 +291,22 @@ class ProviderBatchCalls(SingleCalls):
             return {}
         return rows
 
-    async def _ended(self, batch_id: str) -> BatchState:
-        """The batch once it ended; its progress in the log whenever its status changes."""
-        status = None
+    async def _ended(self, batch_id: str, intent: BatchIntent) -> BatchState:
+        """The batch once it ended; its progress in the log and the journal (the snapshot
+        page's) whenever its status or counts change."""
+        seen = None
         while True:
             state = await self._retrying(lambda: self._protocol.state(self._api, batch_id))
-            if state.status != status:
-                status = state.status
-                logger.info("batch %s: %s", batch_id, state.progress())
+            if state.progress() != seen:
+                seen = state.progress()
+                logger.info("batch %s: %s", batch_id, seen)
+                progress = BatchProgress(
+                    batch_id, state.status, state.total, state.done, state.failed, time.time()
+                )
+                try:
+                    await asyncio.to_thread(self._mode.journal.record_progress, intent, progress)
+                except OSError as error:  # what the page shows only: the batch goes on
+                    logger.warning("batch %s: its progress was not recorded: %s", batch_id, error)
             if state.ended:
                 return state
             await asyncio.sleep(self._poll_s)
