@@ -21,7 +21,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from demo.airflow_sqlite import BUSY_TIMEOUT_S
 from demo.users import Users
+
+#: A REST call can wait the whole SQLite busy timeout for the write lock (the scheduler
+#: and task processes hold it in turn on a busy machine), then do its work.
+REST_TIMEOUT_S = BUSY_TIMEOUT_S + 30
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -260,7 +265,7 @@ class AirflowServices:
                 data=json.dumps(credentials).encode(),
                 headers={"Content-Type": "application/json"},
             )
-            with urllib.request.urlopen(request, timeout=30) as response:
+            with urllib.request.urlopen(request, timeout=REST_TIMEOUT_S) as response:
                 self._tokens[name] = json.loads(response.read())["access_token"]
         return self._tokens[name]
 
@@ -275,7 +280,7 @@ class AirflowServices:
             headers=headers,
             method=method,
         )
-        with urllib.request.urlopen(request, timeout=30) as response:
+        with urllib.request.urlopen(request, timeout=REST_TIMEOUT_S) as response:
             payload = response.read()
         return json.loads(payload) if payload else None
 

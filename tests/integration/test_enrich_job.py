@@ -149,22 +149,37 @@ def test_an_outage_fails_a_task_and_spark_retries_it_from_its_snapshot(tmp_path)
     assert sum(calls.values()) - len(ids) <= 100 + 2 * 3 * 10
 
 
+def _corruptible(snapshots: Path) -> tuple[list[Path], list[Path]] | None:
+    """Partition 0's commits and partition 1's segments (oldest first) once there are two
+    commits to fall back between and a segment to corrupt, else None."""
+    manifests = sorted(snapshots.rglob("part-00000/commits/*.snap"))
+    try:  # a running job deletes superseded segments while they are listed
+        segments = sorted(
+            snapshots.rglob("part-00001/segments/*.arrow"), key=lambda p: p.stat().st_mtime
+        )
+    except FileNotFoundError:
+        return None
+    return (manifests, segments) if len(manifests) >= 2 and segments else None
+
+
 def test_corrupt_latest_manifest_and_segment_fall_back_to_an_earlier_epoch(tmp_path):
     ids = [f"k{i:05d}" for i in range(6000)]
     write_input(tmp_path / "in" / "part.jsonl", ids)
-    with demo_api("--latency-ms", "10") as api:
-        args = job_args(tmp_path, api.url, "--partitions", "2", "--capacity", "10")
+    snapshots = tmp_path / "snapshots"
+    with demo_api("--latency-ms", "20") as api:
+        # Cuts every 0.1 s: a partition's rows reach a segment at its first base cut with
+        # rows (its first or its 32nd), well before its 3 000 records are done.
+        args = job_args(
+            tmp_path, api.url, "--partitions", "2", "--capacity", "10", "--snapshot-interval", "0.1"
+        )
         job = start_job(args)
-        while committed(tmp_path / "snapshots") < 0.5 * len(ids):
+        while not _corruptible(snapshots):
             assert job.poll() is None, job.communicate()[0]
             time.sleep(0.2)
         kill_group(job)
-        manifests = sorted((tmp_path / "snapshots").rglob("part-00000/commits/*.snap"))
-        segments = sorted(
-            (tmp_path / "snapshots").rglob("part-00001/segments/*.arrow"),
-            key=lambda p: p.stat().st_mtime,
-        )
-        assert len(manifests) >= 2 and segments
+        found = _corruptible(snapshots)
+        assert found is not None and committed(snapshots) < len(ids)
+        manifests, segments = found
         manifests[-1].write_bytes(manifests[-1].read_bytes()[:-20])  # torn write
         raw = bytearray(segments[-1].read_bytes())
         raw[len(raw) // 2] ^= 0xFF  # bit flip
