@@ -83,6 +83,8 @@ SPARK_LOG_LEVEL: SparkLogLevel = "WARN"
 
 SNAPSHOT_ROOT_VARIABLE = "enrichment_snapshot_root"
 """The Airflow Variable naming the snapshot root, for the operators and the web view."""
+ANTHROPIC_VERSION = "2023-06-01"
+"""The ``anthropic-version`` a model of ``api: anthropic`` sends (``model.anthropic_version``)."""
 SHIP_ENVIRONMENT_VARIABLE = "enrichment_ship_environment"
 """The Airflow Variable the example DAG reads the packed runtime's path from."""
 

@@ -31,3 +31,6 @@ class ExitStatus(IntEnum):
     DEAD_LETTER_CEILING = 7
     """The dead letters crossed ``--max-dead-letters``: nothing published, snapshots kept
     (a rerun replays them without calls)."""
+    BATCHES_RUNNING = 8
+    """``--detach-batches``: records wait in provider batches still running; a snapshot
+    is committed, and a run again once they ended reads their rows."""

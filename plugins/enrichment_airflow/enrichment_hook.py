@@ -108,20 +108,16 @@ class EnrichmentApiHook(BaseHook):
         ``ps`` and the pod spec: secrets are refused on every master but local and
         ``spark://`` ones.
         """
-        secret_headers = dict(secret_headers or {})
-        if bearer_token == BEARER_AUTO:
-            bearer_token = BEARER_NONE if secret_headers else "password"
+        token, values = self._secrets(bearer_token, secret_headers or {})
         env: dict[str, str] = {}
         args: list[str] = []
-        if bearer_token != BEARER_NONE:
-            token = self.connection_secret(bearer_token, "bearer_token", bearer_token != "password")
-            if token:  # an empty password under "auto"/"password": no bearer, as before
-                env[TOKEN_ENV], args = token, ["--token-env", TOKEN_ENV]
-        for header, source in secret_headers.items():
+        if token:  # an empty password under "auto"/"password": no bearer, as before
+            env[TOKEN_ENV], args = token, ["--token-env", TOKEN_ENV]
+        for header, value in values.items():
             variable = header_variable(header)
             if variable in env:
                 raise ValueError(f"secret_headers: {header} is given twice (as {variable})")
-            env[variable] = self.connection_secret(source, f"secret_headers.{header}", True)
+            env[variable] = value
             args += ["--secret-header", f"{header}={variable}"]
         if env and not env_stays_off_command_line(spark_master):
             raise ValueError(
@@ -135,6 +131,29 @@ class EnrichmentApiHook(BaseHook):
                 f'job_args=["--token-env", "{TOKEN_ENV}"]), or YARN credentials'
             )
         return env, args
+
+    def secret_header_values(
+        self, bearer_token: str = BEARER_AUTO, secret_headers: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
+        """The secret headers the job sends (see :meth:`token_route`), with their values:
+        for a caller outside the job, such as the batch trigger. Never log them."""
+        token, values = self._secrets(bearer_token, secret_headers or {})
+        return {**({"Authorization": f"Bearer {token}"} if token else {}), **values}
+
+    def _secrets(
+        self, bearer_token: str, secret_headers: Mapping[str, str]
+    ) -> tuple[str, dict[str, str]]:
+        """The bearer token ("" for none) and each secret header's value."""
+        if bearer_token == BEARER_AUTO:
+            bearer_token = BEARER_NONE if secret_headers else "password"
+        token = ""
+        if bearer_token != BEARER_NONE:
+            token = self.connection_secret(bearer_token, "bearer_token", bearer_token != "password")
+        values = {
+            header: self.connection_secret(source, f"secret_headers.{header}", True)
+            for header, source in secret_headers.items()
+        }
+        return token, values
 
     def connection_secret(self, source: str, option: str, required: bool) -> str:
         """The value of connection field ``source`` (``password`` or ``extra.<key>``);
@@ -204,9 +223,10 @@ class EnrichmentApiHook(BaseHook):
             summary = self.read_summary(output_path)
         except (OSError, ValueError):
             return
-        if summary.run_id == run_id and summary.budget is not None:
+        stop = summary.budget
+        if summary.run_id == run_id and stop is not None and not stop.batches_running:
             raise AirflowFailException(
-                f"{summary.budget.describe(summary.records_in)}; clear this task to resume "
+                f"{stop.describe(summary.records_in)}; clear this task to resume "
                 "(committed work is kept and not paid again)"
             )
 

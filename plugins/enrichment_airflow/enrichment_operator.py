@@ -19,8 +19,9 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Context, conf
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from enrichment_airflow.batch_deferral import detach_flags
 from enrichment_airflow.cluster_run import ClusterDriverRun, EnrichmentRun
 from enrichment_airflow.connect_job import ConnectJobRun
 from enrichment_airflow.enrichment_hook import BEARER_AUTO, EnrichmentApiHook
@@ -112,8 +113,12 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
     :param job_args: further ``enrich_job`` flags, e.g. ``["--timeout", "10"]`` (templated).
     :param deferrable: in standalone cluster mode (``spark://`` master with
         ``spark.master.rest.enabled``, ``deploy-mode`` cluster) submit, then wait in the
-        triggerer, holding no worker slot; progress goes to the task log. Default: the
-        ``[operators] default_deferrable`` option. Elsewhere the task waits in its worker.
+        triggerer, holding no worker slot; progress goes to the task log. With
+        ``model_mode="batch"`` (and the model section as ``--model`` in ``job_args``), in
+        any deploy mode: the job submits the provider batches and ends, the task waits
+        for them in the triggerer, then runs the job again to read and publish their
+        rows (``enrichment_airflow.batch_deferral``). Default: the ``[operators]
+        default_deferrable`` option. Elsewhere the task waits in its worker.
     :param durable: the Spark provider's durable execution (its ``ResumableJobMixin``),
         set explicitly, default True. It decides whether a try submits a driver at all; our
         snapshots decide how much a new driver redoes; both act inside ``super().execute()``.
@@ -256,7 +261,10 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         token_env, token_args = api.token_route(
             self._spark_master(), self.bearer_token, self.secret_headers
         )
-        self.application_args = job_arguments(self, api, key, run_id, token_args)
+        self.application_args = [
+            *job_arguments(self, api, key, run_id, token_args),
+            *detach_flags(self),
+        ]
         # spark-submit's environment never reaches a driver on a standalone cluster (the
         # provider refuses env_vars there): it reads the token variable on its worker.
         if not self.standalone_cluster():
@@ -270,6 +278,17 @@ class ResumableEnrichmentOperator(ClusterDriverRun):
         except AirflowException as error:
             fail_run(self, api, key, self._run.run_id, error)
         return finish_run(self, context, api)
+
+    def resume_after_batches(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        """Resumed on a worker once the provider's batches ended (``BatchWaitTrigger``):
+        the job runs again, reads their rows and publishes (or defers again)."""
+        self.log.info("%s", event.get("message"))
+        if event.get("status") != "success":  # the provider refuses to show a batch
+            raise AirflowFailException(
+                f"{event.get('message')}; the batches and snapshots are kept: fix the "
+                "connection, then clear this task to resume"
+            )
+        return self.execute(context)
 
     def _submit(self, context: Context) -> None:
         """spark-submit through the provider, or the job as a Spark Connect client."""

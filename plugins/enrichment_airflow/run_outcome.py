@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowException
 
+from enrichment_airflow.batch_deferral import defer_while_batches_run
 from enrichment_airflow.enrichment_hook import EnrichmentApiHook
 from enrichment_airflow.namespace import namespace_key
 from enrichment_airflow.task_metrics import emit_task_metrics
@@ -54,7 +55,10 @@ def fail_run(
     op: Any, api: EnrichmentApiHook, key: NamespaceKey, run_id: str, error: Exception
 ) -> NoReturn:
     """Fail the try: without automatic retries when the run failed as a whole or spent
-    its budget (``AirflowFailException``), otherwise saying what the next try does."""
+    its budget (``AirflowFailException``), otherwise saying what the next try does;
+    unless the run stopped for provider batches still running: the try then defers on
+    them (``batch_deferral.py``)."""
+    defer_while_batches_run(op, api, key, run_id)
     api.fail_for_a_spent_budget(op.summary_location(key), run_id)
     api.fail_for_a_failed_run(key, run_id)
     next_try = api.describe_next_try(key, op.resume)

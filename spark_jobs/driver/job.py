@@ -120,8 +120,11 @@ def main(argv: list[str] | None = None) -> ExitStatus:
         spark.stop()
     print(json.dumps(summary.to_json(), sort_keys=True))
     if summary.budget is not None:
-        spent = summary.budget.describe(summary.records_in, "cost" if spec.max_cost else "request")
-        print(f"enrich_job: {spent}; run again to resume", file=sys.stderr)
+        stop = summary.budget.describe(summary.records_in, "cost" if spec.max_cost else "request")
+        if summary.budget.batches_running:
+            print(f"enrich_job: {stop}; run again once they ended", file=sys.stderr)
+            return ExitStatus.BATCHES_RUNNING
+        print(f"enrich_job: {stop}; run again to resume", file=sys.stderr)
         return ExitStatus.BUDGET_SPENT
     return ExitStatus.DONE
 

@@ -70,6 +70,7 @@ def entry_of(progress: PartitionProgress) -> PartitionEntry:
         run_id=_text(stats.run_id),
         finished=stats.finished,
         budget_exhausted=stats.budget_exhausted,
+        batches_running=stats.batches_running,
         systemic_failure=_text(reason) if reason else None,
         resumed=stats.resumed,
         requests_made=stats.requests_made,

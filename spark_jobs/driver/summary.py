@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from spark_jobs.driver.accounting import CallAccounting, account_calls
 from spark_jobs.driver.spark_io import OutputCounts
 from spark_jobs.records.cost import CostReport
-from spark_jobs.records.summary import BudgetStop, JobSummary
+from spark_jobs.records.summary import BATCHES_RUNNING, BUDGET_SPENT, BudgetStop, JobSummary
 from spark_jobs.snapshots import NamespaceKey, SnapshotStore
 from spark_jobs.snapshots.progress import PartitionEntry, ProgressRecord
 from spark_jobs.spec.job_spec import JobSpec
@@ -31,7 +31,7 @@ def build_summary(
     counters (one listing of ``attempts/``)."""
     partitions = progress.partitions
     accounting = _accounting(store, key, partitions)
-    stopped = [p for p in partitions if p.budget_exhausted and p.run_id == run_id]
+    stopped = [p for p in partitions if p.run_id == run_id and _stopped(p)]
     if stopped:  # the output is partial: count what the snapshots hold
         counts = OutputCounts(
             enriched=sum(p.committed_rows for p in partitions),
@@ -61,11 +61,23 @@ def build_summary(
         cost=cost,
         # the Airflow task's OpenLineage run (``lineage_parent.py``)
         lineage_parent=dict(spec.lineage_parent) if spec.lineage_parent else None,
-        budget=BudgetStop(done, records_in - done, stops) if stopped else None,
+        budget=BudgetStop(done, records_in - done, stops, _reason(stopped)) if stopped else None,
     )
     if not stopped and records_in != done:
         raise RuntimeError(f"records_in != enriched + dead_letters in {summary.to_json()}")
     return summary
+
+
+def _stopped(partition: PartitionEntry) -> bool:
+    """Whether the partition's last attempt stopped for a later run."""
+    return partition.budget_exhausted or partition.batches_running
+
+
+def _reason(stopped: Sequence[PartitionEntry]) -> str:
+    """A spent budget when any partition met it (the next run must wait for more budget),
+    else provider batches still running."""
+    spent = any(p.budget_exhausted for p in stopped)
+    return BUDGET_SPENT if spent else BATCHES_RUNNING
 
 
 def _accounting(

@@ -14,6 +14,7 @@ Typical use inside a Spark task::
 from .config import HttpEnricherConfig
 from .errors import (
     AccountError,
+    BatchRunning,
     BudgetExhausted,
     ClientStatusError,
     EnrichmentError,
@@ -40,6 +41,7 @@ from .user_function import UserFunctionError, load_user_function, open_user_func
 
 __all__ = [
     "AccountError",
+    "BatchRunning",
     "BudgetExhausted",
     "ClientStatusError",
     "EnrichmentError",

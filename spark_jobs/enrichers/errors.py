@@ -109,13 +109,23 @@ class FieldValueError(PermanentError):
     infinity in a JSON body (``templates.py``)."""
 
 
-class BudgetExhausted(EnrichmentError):
+class HeldForNextRun(EnrichmentError):
+    """The record's call cannot end in this run and has not failed: neither retryable
+    nor permanent, the partition runner keeps the record queued for the next run
+    (``partition_runner/budget.py``)."""
+
+
+class BudgetExhausted(HeldForNextRun):
     """The run's request budget (``--max-requests``) is spent: the request was not sent.
 
-    Neither retryable nor permanent: the partition runner stops taking input, lets the
-    calls already sent finish (they are paid for), and keeps the records that met this
-    queued for the next run.
+    The partition runner also stops taking input and lets the calls already sent finish
+    (they are paid for).
     """
+
+
+class BatchRunning(HeldForNextRun):
+    """The record's request is a row of a provider batch that is still running, and the
+    run detaches from its batches (``--detach-batches``): a later run reads the row."""
 
 
 def is_retryable(error: BaseException) -> bool:

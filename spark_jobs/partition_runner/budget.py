@@ -1,10 +1,13 @@
-"""The request budget's stop: records whose call met the spent budget wait for the next run.
+"""The stop for a later run: records whose call met the spent budget, or whose provider
+batch still runs when the run detaches from its batches (``--detach-batches``), wait for
+the next run.
 
-Such a record was never called (the budget refused the request), so it is neither a
-failure nor a dead letter: its outcome is held back and it goes into the last snapshot as
-a record to call again. The attempt's requests come from the run's ledger
-(``snapshots/budget_ledger.py``) in chunks, claimed as it needs them; a partition that
-ends gives back what it claimed and did not spend.
+Such a record was never called (the budget refused the request), or its call has not
+ended (its batch runs on at the provider), so it is neither a failure nor a dead letter:
+its outcome is held back and it goes into the last snapshot as a record to call again
+(the next run reads its batch's row instead of sending it again). The attempt's requests
+come from the run's ledger (``snapshots/budget_ledger.py``) in chunks, claimed as it
+needs them; a partition that ends gives back what it claimed and did not spend.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from spark_jobs.asyncwait import Failure, Result
-from spark_jobs.enrichers import BudgetExhausted, RequestBudget
+from spark_jobs.enrichers import BatchRunning, BudgetExhausted, RequestBudget
 from spark_jobs.snapshots import PartitionSnapshots
 from spark_jobs.snapshots.budget_ledger import BudgetLedger, chunk_size
 from spark_jobs.spec.job_spec import JobSpec
@@ -25,7 +28,8 @@ T = TypeVar("T")
 
 
 class BudgetStop:
-    """Notes the records that met the spent budget and holds their outcomes."""
+    """Notes the records that met the spent budget, or whose batch runs on, and holds
+    their outcomes."""
 
     def __init__(
         self, ledger: BudgetLedger | None = None, owner: str = "", what: str = "request"
@@ -33,6 +37,7 @@ class BudgetStop:
         """``ledger``: the run's budget, claimed by ``owner`` (None: no budget), of
         requests or (``what="cost"``) micro units of the model's currency."""
         self._met: set[int] = set()
+        self._waiting: set[int] = set()  # for their batches
         self.held: list[Failure] = []
         self._ledger = ledger
         self.allowance: RequestBudget | None = None
@@ -66,6 +71,11 @@ class BudgetStop:
         """Whether some call met the spent budget: the run admits no more input."""
         return bool(self._met)
 
+    @property
+    def batches_running(self) -> bool:
+        """Whether some record waits for a batch a later run reads."""
+        return bool(self._waiting)
+
     def guard(self, call: Callable[[int], Awaitable[T]]) -> Callable[[int], Awaitable[T]]:
         """``call`` for the operator, noting the records whose call the budget refused."""
 
@@ -75,17 +85,21 @@ class BudgetStop:
             except BudgetExhausted:
                 self._met.add(index)
                 raise
+            except BatchRunning:
+                self._waiting.add(index)
+                raise
 
         return guarded
 
     def hold(self, output: Result | Failure) -> bool:
-        """Keep the outcome of a record that met the budget; False for any other."""
-        if isinstance(output, Failure) and output.record in self._met:
+        """Keep the outcome of a record that waits for the next run; False for any other."""
+        held = self._met, self._waiting
+        if isinstance(output, Failure) and any(output.record in ids for ids in held):
             self.held.append(output)
             return True
         return False
 
     def requeued(self) -> list[dict[str, Any]]:
         """The held records as snapshot entries. The call that met the budget was never
-        sent: it does not count as an attempt."""
+        sent, and one whose batch runs on has not ended: neither counts as an attempt."""
         return [{"record": h.record, "attempts": h.attempts - 1} for h in self.held]

@@ -134,7 +134,10 @@ async def open_row_enrichment(
         pacing = ModelPacing(model, config.partitions, request_budget if spec.max_cost else None)
         request_budget = None if spec.max_cost else request_budget
     answers = ModelAnswers(model) if model is not None else None
-    calls = None if model is None else _model_calls(model, config.partitions, pacing, batch_journal)
+    calls = None
+    if model is not None:
+        detach = spec.detach_batches
+        calls = _model_calls(model, config.partitions, pacing, batch_journal, detach)
     try:
         async with HttpEnricher(
             config, stored, request_budget, answered, answers=answers, pacing=pacing, calls=calls
@@ -160,14 +163,19 @@ async def open_row_enrichment(
 
 
 def _model_calls(
-    model: ModelConfig, partitions: int, pacing: ModelPacing | None, journal: BatchJournal | None
+    model: ModelConfig,
+    partitions: int,
+    pacing: ModelPacing | None,
+    journal: BatchJournal | None,
+    detach: bool,
 ) -> CallsFactory | None:
     """How a model's records reach it, when not one call each: rows of provider batches
-    (``model.mode: batch``), or embeddings many inputs a request."""
+    (``model.mode: batch``; ``detach``: not waited for), or embeddings many inputs a
+    request."""
     if model.mode == "batch" and pacing is not None:
         if journal is None:
             raise ValueError("model.mode batch records its batches under --snapshot-dir")
-        return BatchMode(model, journal, pacing).calls
+        return BatchMode(model, journal, pacing, detach).calls
     return embedding_batches(model, partitions)
 
 

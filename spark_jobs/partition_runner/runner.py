@@ -73,6 +73,9 @@ class CutReason(Enum):
     """A systemic failure stopped the partition; its queued failures are called again."""
     BUDGET = "budget"
     """The run's request budget is spent; the rest waits for the next run."""
+    BATCHES = "batches"
+    """Every record is answered or waits in a provider batch still running, from which
+    the run detaches (``--detach-batches``): a later run reads their rows."""
 
     @property
     def last(self) -> bool:
@@ -247,21 +250,32 @@ class _Attempt:
                 logger.error("%s", stop)
                 await self._final_cut(CutReason.SYSTEMIC)
                 return
-            if self.budget.spent:
+            if self.budget.spent or self.budget.batches_running:
                 # Not a failure: what is done is committed, the rest waits for the next run.
-                logger.warning(
-                    "partition %d: the run's request budget is spent; %d records stay queued "
-                    "for the next run",
-                    self.task.partition,
-                    len(self.budget.held) + len(self.outage) + len(self.systemic),
-                )
-                await self._final_cut(CutReason.BUDGET)
+                await self._stop_for_next_run()
                 return
             self._emit(self.outage.release())  # the input ended; no outage proven
             self._emit(self.systemic.release())  # nor a systemic failure
             if self.buffer.rows:
                 yield self.buffer.flush()
             await self._final_cut(CutReason.END)
+
+    async def _stop_for_next_run(self) -> None:
+        """The last cut of an attempt whose budget is spent, or whose records wait in
+        provider batches still running: the held records go into it, to be called (or
+        their batches read) again."""
+        held = len(self.budget.held) + len(self.outage) + len(self.systemic)
+        if self.budget.spent:
+            reason, why = CutReason.BUDGET, "the run's request budget is spent"
+        else:
+            reason, why = CutReason.BATCHES, "its provider batches are still running"
+        logger.warning(
+            "partition %d: %s; %d records stay queued for the next run",
+            self.task.partition,
+            why,
+            held,
+        )
+        await self._final_cut(reason)
 
     def _watch(self, enrichment: RowEnrichment) -> None:
         """What each cut reads of the enrichment: its counters, its answers of the last
@@ -376,6 +390,7 @@ class _Attempt:
         stats = self.stats.at_cut(
             final=reason is CutReason.END,
             budget_exhausted=reason is CutReason.BUDGET,
+            batches_running=reason is CutReason.BATCHES,
             in_flight=len(entries),
             systemic_failure=systemic,
         )

@@ -48,6 +48,7 @@ class RunStats:
         final: bool,
         budget_exhausted: bool,
         in_flight: int,
+        batches_running: bool = False,
         systemic_failure: str | None = None,
     ) -> dict[str, Any]:
         """The next manifest's ``stats`` (:class:`PartitionStats`' stored form).
@@ -62,6 +63,7 @@ class RunStats:
             counters={name: self.before.counter(name) + n for name, n in counters.items()},
             run_requests=self.run_requests_before() + counters["requests_made"],
             budget_exhausted=budget_exhausted,
+            batches_running=batches_running,
             systemic_failure=systemic_failure,
             replayed=self.replayed,
             resumed=self.resumed is not None,

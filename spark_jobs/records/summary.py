@@ -84,18 +84,35 @@ def _table_version(document: Any, what: str) -> TableVersion:
     return TableVersion(document["uri"], document["version"], document["committed"])
 
 
+#: Why a run stopped for a later one (``BudgetStop.reason``), each the summary's flag.
+BUDGET_SPENT, BATCHES_RUNNING = "budget_exhausted", "batches_running"
+
+
 @dataclass(frozen=True)
 class BudgetStop:
-    """Where a run stopped by its budget (``--max-requests``, ``--max-cost``) left off:
-    its summary counts what the snapshots hold, and the next run resumes."""
+    """Where a run that stopped for a later one left off: on its budget (``--max-requests``,
+    ``--max-cost``), or detached from provider batches still running
+    (``--detach-batches``). Its summary counts what the snapshots hold, and the next run
+    resumes."""
 
     records_done: int
     records_left: int
     partitions_stopped: tuple[int, ...]
+    reason: str = BUDGET_SPENT
+    """:data:`BUDGET_SPENT` or :data:`BATCHES_RUNNING`."""
+
+    @property
+    def batches_running(self) -> bool:
+        return self.reason == BATCHES_RUNNING
 
     def describe(self, records_in: int, what: str = "request") -> str:
         """``request budget spent: 100 of 300 records done, 200 left``: the one wording,
         to which the job and the Airflow task each add what to do next."""
+        if self.batches_running:
+            return (
+                f"provider batches still running: {self.records_done} of {records_in} "
+                f"records done, {self.records_left} wait for their batches"
+            )
         return (
             f"{what} budget spent: {self.records_done} of {records_in} records done, "
             f"{self.records_left} left"
@@ -112,6 +129,7 @@ _SUMMARY_CHECKS: dict[str, Callable[[Any], bool]] = {
     "output": is_text,
     "resumed": is_flag,
     "budget_exhausted": is_flag,
+    "batches_running": is_flag,
     "duration_s": is_number,
     "python_worker_peak_rss_mb": is_number,
     "watermark": lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool)),
@@ -123,7 +141,7 @@ _SUMMARY_CHECKS: dict[str, Callable[[Any], bool]] = {
     "dead_letter_retry": lambda v: isinstance(v, dict),
     "result": is_optional_text,
 }
-_BUDGET = ("budget_exhausted", "records_done", "records_left", "partitions_stopped")
+_BUDGET = (BUDGET_SPENT, BATCHES_RUNNING, "records_done", "records_left", "partitions_stopped")
 
 
 @dataclass(frozen=True)
@@ -205,7 +223,7 @@ class JobSummary:
         if self.table is not None:
             document["table"] = self.table.to_json()
         if self.budget is not None:
-            document["budget_exhausted"] = True
+            document[self.budget.reason] = True
             document["records_done"] = self.budget.records_done
             document["records_left"] = self.budget.records_left
             document["partitions_stopped"] = list(self.budget.partitions_stopped)
@@ -271,10 +289,12 @@ def _plain(value: Any) -> Any:
 
 
 def _budget_of(document: Mapping[str, Any]) -> BudgetStop | None:
-    if not document.get("budget_exhausted"):
+    reason = next((r for r in (BUDGET_SPENT, BATCHES_RUNNING) if document.get(r)), None)
+    if reason is None:
         return None
     return BudgetStop(
         records_done=document.get("records_done", 0),
         records_left=document.get("records_left", 0),
         partitions_stopped=tuple(document.get("partitions_stopped", ())),
+        reason=reason,
     )

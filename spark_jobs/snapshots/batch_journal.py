@@ -29,6 +29,7 @@ from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 
 from spark_jobs.records.batch_intent import BatchIntent, BatchProgress
+from spark_jobs.records.batch_state import ANTHROPIC_ENDED, OPENAI_ENDED
 
 from .documents import MAX_DOCUMENT_BYTES as LIMIT
 from .documents import ManifestError, seal, unseal
@@ -43,6 +44,7 @@ MAX_BATCH_REQUESTS = 1_000_000
 """More requests than any provider takes in one batch (OpenAI 50 000, Anthropic 100 000)."""
 INTENT, BATCH, PROGRESS = ".intent", ".batch", ".progress"
 _COUNTS = ("total", "done", "failed")
+ENDED_STATUSES = OPENAI_ENDED | ANTHROPIC_ENDED
 
 
 class BatchJournal:
@@ -146,6 +148,22 @@ def batch_progress(
         for partition in partitions
         if partition_dir_name(partition) in present
     }
+
+
+def batches_waited_for(fs: AbstractFileSystem, namespace_path: str) -> list[str]:
+    """The ids of the namespace's batches that no partition has seen end: what a run
+    detached from its batches (``--detach-batches``) waits for. A batch last seen
+    running, or never looked at, is in; one whose progress says it ended is not."""
+    folder = f"{namespace_path}/{BATCHES_DIR}"
+    waited = []
+    for entry in list_entries(fs, folder):
+        name = basename(entry["name"])
+        if not (name.startswith("part-") and name[5:].isdigit()):
+            continue
+        journal = BatchJournal(fs, namespace_path, int(name[5:]))
+        ended = {p.batch_id for p in journal.progress() if p.status in ENDED_STATUSES}
+        waited += [i.batch_id for i in journal.intents() if i.batch_id and i.batch_id not in ended]
+    return waited
 
 
 def _text(value: object) -> str | None:

@@ -61,7 +61,7 @@ def is_outcome_counts(value: Any) -> bool:
 _STATS: dict[str, Callable[[Any], bool]] = {
     **dict.fromkeys(CALL_COUNTERS + TOKEN_COUNTERS, is_count),
     **dict.fromkeys(("run_requests", "replayed", "in_flight"), is_count),
-    **dict.fromkeys(("finished", "budget_exhausted", "resumed"), is_flag),
+    **dict.fromkeys(("finished", "budget_exhausted", "batches_running", "resumed"), is_flag),
     **dict.fromkeys(("rss_mb_first_cut", "rss_mb_peak"), is_number),
     "run_id": is_text,
     "systemic_failure": is_optional_text,
@@ -93,6 +93,7 @@ class PartitionStats:
     counters: Mapping[str, int] = field(default_factory=dict)
     run_requests: int = 0
     budget_exhausted: bool = False
+    batches_running: bool = False
     systemic_failure: str | None = None
     replayed: int = 0
     resumed: bool = False
@@ -119,6 +120,7 @@ class PartitionStats:
             "run_id": self.run_id,
             "run_requests": self.run_requests,
             "budget_exhausted": self.budget_exhausted,
+            **({"batches_running": True} if self.batches_running else {}),
             "systemic_failure": self.systemic_failure,
             "replayed": self.replayed,
             "resumed": self.resumed,

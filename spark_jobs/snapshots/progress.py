@@ -58,7 +58,7 @@ from .lease import Lease
 from .manifest import Manifest
 from .paths import MAX_PARTITIONS, NamespaceKey
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 #: Larger records are refused unread (a reader asks for at most this many bytes).
 MAX_RECORD_BYTES = 32 * 2**20
 #: Attempt ids, run ids and failure reasons are cut to this many characters when written.
@@ -124,6 +124,7 @@ class PartitionEntry:
     run_id: str = ""
     finished: bool = False
     budget_exhausted: bool = False
+    batches_running: bool = False
     systemic_failure: str | None = None
     resumed: bool = False
     requests_made: int = 0
@@ -144,8 +145,10 @@ class PartitionEntry:
 
     def settled(self, run_id: str) -> bool:
         """Whether run ``run_id``'s task of this partition has ended (finished, or stopped
-        by its budget or a systemic failure): its commit will not change in this run."""
-        ended = self.finished or self.budget_exhausted or bool(self.systemic_failure)
+        by its budget, detached from its batches, or by a systemic failure): its commit
+        will not change in this run."""
+        stopped = self.budget_exhausted or self.batches_running
+        ended = self.finished or stopped or bool(self.systemic_failure)
         return ended and self.run_id == run_id
 
     @property
@@ -173,6 +176,7 @@ _CHECKS: dict[str, Callable[[Any], bool]] = {
     "run_id": _text,
     "finished": _flag,
     "budget_exhausted": _flag,
+    "batches_running": _flag,
     "systemic_failure": _optional(_text),
     "resumed": _flag,
     "requests_made": _count,

@@ -265,6 +265,13 @@ def _add_model_options(add: _Options) -> None:
         "spent, the job commits a snapshot and exits with status 4 (default: none)",
     )
     add(
+        "--detach-batches",
+        action="store_true",
+        help="in model batch mode, stop once every record is answered or in a provider "
+        "batch, without waiting for the batches: the job commits a snapshot and exits with "
+        "status 8; a run again reads the rows of the batches that ended",
+    )
+    add(
         "--estimate",
         action="store_true",
         help="print the expected tokens and cost of the model run from a sample of the "

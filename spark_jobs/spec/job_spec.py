@@ -116,6 +116,9 @@ class JobSpec:
     model_mode: str | None = None
     """``online`` or ``batch``: the model section's ``mode`` for this run (the Airflow
     operator's ``model_mode``); not part of the fingerprint, so a run may switch."""
+    detach_batches: bool = False
+    """In model batch mode, stop once every record is answered or waits in a provider
+    batch, rather than wait for the batches (the Airflow operator's deferral)."""
     estimate: bool = False
     """Print the expected tokens and cost of a model run from a sample; call nothing."""
     max_concurrent_partitions: int | None = None
@@ -260,6 +263,11 @@ class JobSpec:
             not (self._model_batch and self.max_requests is not None),
             "max_requests",
             "counts calls; a batch run's budget is --max-cost",
+        )
+        check(
+            self._model_batch or not self.detach_batches,
+            "detach_batches",
+            "detaches from provider batches: for a model in batch mode",
         )
         check(
             not (self._model_batch and self.http.get("coalesce") is False),

@@ -15,6 +15,10 @@ call's class (a 4xx row is a ``ClientStatusError`` dead letter, a 5xx one is ret
 request the batch never ran (expired, cancelled), a retry that sends it in a new batch (or, with
 ``model.batch_resend: online``, as a call of its own).
 
+With ``--detach-batches`` (the Airflow operator's deferral) a batch not ended at its first
+look raises :class:`BatchRunning` for each of its records: the partition stops once every
+record is answered or waits so, and a later run reads the rows.
+
 Resuming: a record asks first the batches its ``custom_id`` is in, oldest first, and only then a new
 one. A batch whose id was not recorded (a kill between the create call and its answer) is searched
 for among the batches the provider lists above the newest one it listed before the create call:
@@ -36,11 +40,13 @@ from typing import Protocol, TypeVar
 
 from spark_jobs.asyncwait import untimed
 from spark_jobs.records.batch_intent import BatchIntent, BatchProgress
+from spark_jobs.records.batch_state import BatchState
 
 from ..batching import Batcher
 from ..calls import AnswerMapping, ResponseMapping, SingleCalls, StoredResponses
 from ..config import HttpEnricherConfig
 from ..errors import (
+    BatchRunning,
     ClientStatusError,
     EnrichmentError,
     RetryableError,
@@ -49,7 +55,7 @@ from ..errors import (
 )
 from ..request_keys import request_key
 from ..sender import RequestSender
-from .batch_protocols import BatchHttp, BatchProtocol, BatchState, RowOutcome, protocol_for
+from .batch_protocols import BatchHttp, BatchProtocol, RowOutcome, protocol_for
 from .config import ModelConfig
 from .pacing import ModelPacing
 
@@ -73,11 +79,13 @@ class BatchJournal(Protocol):
 @dataclass
 class BatchMode:
     """What batch mode needs beside the enricher's own: the model, the partition's
-    journal, and the pacing that counts the answers' tokens and cost."""
+    journal, the pacing that counts the answers' tokens and cost, and whether the run
+    detaches from batches still running (``--detach-batches``) rather than wait."""
 
     config: ModelConfig
     journal: BatchJournal
     pacing: ModelPacing
+    detach: bool = False
 
     @property
     def calls(self) -> partial[ProviderBatchCalls]:
@@ -293,7 +301,8 @@ class ProviderBatchCalls(SingleCalls):
 
     async def _ended(self, batch_id: str, intent: BatchIntent) -> BatchState:
         """The batch once it ended; its progress in the log and the journal (the snapshot
-        page's) whenever its status or counts change."""
+        page's) whenever its status or counts change. A run that detaches raises
+        :class:`BatchRunning` for a batch that has not ended: a later run reads it."""
         seen = None
         while True:
             state = await self._retrying(lambda: self._protocol.state(self._api, batch_id))
@@ -309,6 +318,8 @@ class ProviderBatchCalls(SingleCalls):
                     logger.warning("batch %s: its progress was not recorded: %s", batch_id, error)
             if state.ended:
                 return state
+            if self._mode.detach:
+                raise BatchRunning(f"batch {batch_id} is still running: {seen}")
             await asyncio.sleep(self._poll_s)
 
     async def _rows(self, state: BatchState, intent: BatchIntent) -> dict[str, RowOutcome]:

@@ -23,6 +23,14 @@ from typing import Any, Protocol
 
 import aiohttp
 
+from spark_jobs.records.batch_state import (
+    METADATA_KEY,
+    BatchState,
+    anthropic_state,
+    batches_url,
+    openai_state,
+)
+
 from ..errors import (
     ClientStatusError,
     EnrichmentError,
@@ -33,7 +41,6 @@ from ..errors import (
 )
 from .config import ModelConfig
 
-METADATA_KEY = "enrich_intent"
 MAX_ANSWER_BYTES = 512 * 2**20
 """The most one batch API answer (a results file) may be: above the 200 and 256 MB a
 batch's input may be, as answers run longer than prompts."""
@@ -49,28 +56,6 @@ class BatchLimits:
 
 OPENAI_LIMITS = BatchLimits(50_000, 200 * 2**20)
 ANTHROPIC_LIMITS = BatchLimits(100_000, 256 * 2**20)
-
-
-@dataclass(frozen=True)
-class BatchState:
-    """A batch as the provider describes it now."""
-
-    id: str
-    ended: bool
-    status: str
-    total: int
-    intent: str | None = None
-    """The intent its metadata names (OpenAI); None where the API keeps none."""
-    results: tuple[str, ...] = ()
-    """Where its answers are read, once ended."""
-    problem: str | None = None
-    """Why the provider refused the whole batch (OpenAI ``failed``)."""
-    done: int = 0
-    failed: int = 0
-    """Its requests answered, and those errored, expired or cancelled, so far."""
-
-    def progress(self) -> str:
-        return f"{self.status}: {self.done} of {self.total} done, {self.failed} failed"
 
 
 @dataclass(frozen=True)
@@ -153,18 +138,12 @@ class BatchProtocol(Protocol):
 
 def protocol_for(config: ModelConfig, url: str) -> BatchProtocol:
     """The batch API of the endpoint ``url`` (the online one) answers for ``config.api``."""
+    collection = batches_url(url, config.api)
     if config.api == "anthropic":
-        url = _base(url, "/messages") + "/messages/batches"
-        return AnthropicBatches(url, config.batch_size or ANTHROPIC_LIMITS.requests)
+        return AnthropicBatches(collection, config.batch_size or ANTHROPIC_LIMITS.requests)
     path = "/chat/completions" if config.api == "chat" else "/embeddings"
     requests = config.batch_size or OPENAI_LIMITS.requests
-    return OpenAIBatches(_base(url, path), "/v1" + path, requests)
-
-
-def _base(url: str, path: str) -> str:
-    if not url.endswith(path):
-        raise ValueError(f"model.mode batch: the endpoint {url} does not end in {path}")
-    return url[: -len(path)]
+    return OpenAIBatches(collection.removesuffix("/batches"), "/v1" + path, requests)
 
 
 def _lines(payload: bytes, what: str) -> list[dict[str, Any]]:
@@ -192,10 +171,6 @@ async def _page(
     listing = await http.json("GET", url, params=params)
     states = [state(b) for b in listing.get("data") or []]
     return states, (listing.get("last_id") if listing.get("has_more") else None)
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _body(document: Any) -> bytes:
@@ -235,24 +210,7 @@ class OpenAIBatches:
         return self._state(await http.json("GET", f"{self.base}/batches/{batch_id}"))
 
     def _state(self, batch: dict[str, Any]) -> BatchState:
-        status = str(batch.get("status"))
-        files = (batch.get("output_file_id"), batch.get("error_file_id"))
-        errors = (batch.get("errors") or {}).get("data") or []
-        counts = batch.get("request_counts") or {}
-        problem = None
-        if status == "failed":
-            problem = "; ".join(str(e.get("message")) for e in errors) or "the batch failed"
-        return BatchState(
-            str(batch["id"]),
-            status in ("completed", "expired", "cancelled", "failed"),
-            status,
-            _count(counts.get("total")),
-            (batch.get("metadata") or {}).get(METADATA_KEY),
-            tuple(f"{self.base}/files/{f}/content" for f in files if f),
-            problem,
-            _count(counts.get("completed")),
-            _count(counts.get("failed")),
-        )
+        return openai_state(batch, f"{self.base}/files")
 
     async def page(self, http: BatchHttp, after: str | None) -> tuple[list[BatchState], str | None]:
         return await _page(http, f"{self.base}/batches", "after", after, self._state)
@@ -292,15 +250,7 @@ class AnthropicBatches:
     async def state(self, http: BatchHttp, batch_id: str) -> BatchState:
         return self._state(await http.json("GET", f"{self.url}/{batch_id}"))
 
-    @staticmethod
-    def _state(batch: dict[str, Any]) -> BatchState:
-        counts = batch.get("request_counts") or {}
-        total = sum(_count(n) for n in counts.values())
-        ended = batch.get("processing_status") == "ended"
-        results = (str(batch["results_url"]),) if ended and batch.get("results_url") else ()
-        failed = sum(_count(counts.get(k)) for k in ("errored", "expired", "canceled"))
-        status, done = str(batch.get("processing_status")), _count(counts.get("succeeded"))
-        return BatchState(str(batch["id"]), ended, status, total, None, results, None, done, failed)
+    _state = staticmethod(anthropic_state)
 
     async def page(self, http: BatchHttp, after: str | None) -> tuple[list[BatchState], str | None]:
         return await _page(http, self.url, "after_id", after, self._state)

@@ -22,6 +22,8 @@ from typing import Any, Literal, get_args
 
 import pyarrow as pa
 
+from spark_jobs.defaults import ANTHROPIC_VERSION
+
 from ..templates import TemplateError, parse_template
 from ..validation import IDENTITY, check_choice, check_int, check_str, positive_float
 from .output_schema import columns
@@ -42,7 +44,6 @@ COMPLETION_RESERVE = 256
 """Tokens an answer is reserved before its usage is known, without ``max_tokens``."""
 LIMITS_WINDOW_S = 60.0
 """The period of the limits providers state in their headers (OpenAI, Anthropic: a minute)."""
-ANTHROPIC_VERSION = "2023-06-01"
 INPUTS_PER_REQUEST: dict[Provider, int] = {
     "openai": 2048,
     "azure": 2048,
