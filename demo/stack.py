@@ -189,8 +189,12 @@ _DEFERRED = dict.fromkeys(
 
 
 class AirflowServices:
-    def __init__(self, env: dict[str, str], home: Path, users: Users | None = None) -> None:
+    def __init__(
+        self, env: dict[str, str], home: Path, users: Users | None = None, triggerer: bool = False
+    ) -> None:
+        """``triggerer``: run Airflow's triggerer too, for deferred tasks."""
         self.port = free_port()
+        self.triggerer = triggerer
         self.url = f"http://127.0.0.1:{self.port}"
         self.users = users
         self._tokens: dict[str, str] = {}
@@ -218,6 +222,7 @@ class AirflowServices:
             # setting for it); the api-server reads the task logs from AIRFLOW_HOME anyway.
             ("scheduler", ["scheduler", "--skip-serve-logs"]),
             ("dag-processor", ["dag-processor"]),
+            *([("triggerer", ["triggerer", "--skip-serve-logs"])] if self.triggerer else []),
         ]
 
     def start(self) -> None:
@@ -313,8 +318,10 @@ def _signal_group(process: subprocess.Popen, sig: int) -> None:
 
 
 @contextmanager
-def airflow_services(env: dict[str, str], home: Path, users: Users | None = None):
-    services = AirflowServices(env, home, users)
+def airflow_services(
+    env: dict[str, str], home: Path, users: Users | None = None, triggerer: bool = False
+):
+    services = AirflowServices(env, home, users, triggerer)
     try:
         services.start()
         yield services
