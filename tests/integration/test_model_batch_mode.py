@@ -15,10 +15,17 @@ from typing import Any
 
 import aiohttp
 import pytest
+from fsspec.core import url_to_fs
 
 from demo.batch_jobs import BatchKnobs
 from demo.model_api import ModelApi, run_model_api
-from spark_jobs.enrichers import HttpEnricher, HttpEnricherConfig, RequestBudget, RetryableError
+from spark_jobs.enrichers import (
+    BatchRunning,
+    HttpEnricher,
+    HttpEnricherConfig,
+    RequestBudget,
+    RetryableError,
+)
 from spark_jobs.enrichers.model_endpoint import (
     ModelAnswers,
     ModelConfig,
@@ -30,7 +37,7 @@ from spark_jobs.enrichers.model_endpoint.pacing import COST_UNITS
 from spark_jobs.enrichers.model_endpoint.tokens import prompt_tokens
 from spark_jobs.partition_runner.cache_scope import scope_of
 from spark_jobs.partition_runner.response_cache import ResponseCache
-from spark_jobs.snapshots.batch_journal import BatchJournal
+from spark_jobs.snapshots.batch_journal import BatchJournal, batches_waited_for
 
 SCHEMA = {
     "type": "object",
@@ -64,6 +71,7 @@ async def enricher(
     journal: Path,
     stored: Any = None,
     cost_budget: RequestBudget | None = None,
+    detach: bool = False,
 ):
     path = "/messages" if config.api == "anthropic" else "/chat/completions"
     options: dict[str, Any] = {
@@ -74,7 +82,8 @@ async def enricher(
     options.update(request_options(config, options))
     http = HttpEnricherConfig.from_dict(options)
     pacing = ModelPacing(config, 1, cost_budget)
-    calls = BatchMode(config, BatchJournal.at(str(journal), str(journal), 0), pacing).calls
+    journal_at = BatchJournal.at(str(journal), str(journal), 0)
+    calls = BatchMode(config, journal_at, pacing, detach).calls
     if config.mode == "online":
         calls = None
     async with HttpEnricher(
@@ -276,3 +285,31 @@ async def test_anthropic_re_attach_takes_the_oldest_batch_of_its_size_above_the_
 def _anthropic_batch(name: str, size: int) -> dict[str, Any]:
     params = {"model": "demo", "max_tokens": 9, "messages": [{"role": "user", "content": name}]}
     return {"requests": [{"custom_id": f"{name}{i}", "params": params} for i in range(size)]}
+
+
+@pytest.mark.parametrize("api_kind", ["chat", "anthropic"])
+async def test_a_detached_run_leaves_its_batches_running_and_the_next_reads_them(
+    tmp_path, api_kind
+):
+    """``--detach-batches``: each record whose batch still runs raises BatchRunning (the
+    runner keeps it for the next run), the journal names the batches waited for, and a
+    run after they ended reads their rows without creating or paying anything again."""
+    api = ModelApi(batch_knobs=BatchKnobs(process_s=1.0, max_requests=25))
+    config = _config(api=api_kind, batch_size=25)
+    async with run_model_api(api) as base:
+        async with enricher(base, _config("online", api=api_kind), tmp_path / "a") as (e, _):
+            expected = await run_all(e, TITLES)
+        async with enricher(base, config, tmp_path / "b", detach=True) as (enrich, _):
+            detached = await run_all(enrich, TITLES)
+        created = api.batches.jobs.stats()["batches_created"]
+        (fs, _), root = url_to_fs(str(tmp_path / "b")), tmp_path / "b"
+        waited = batches_waited_for(fs, str(root))
+        await asyncio.sleep(1.5)  # the batches end
+        async with enricher(base, config, tmp_path / "b") as (enrich, _):
+            found = await run_all(enrich, TITLES)
+    assert set(detached.values()) == {BatchRunning.__name__}
+    assert created == 3 and len(waited) == 3
+    assert found == expected
+    stats = api.batches.jobs.stats()
+    assert stats["batches_created"] == created and stats["custom_ids_paid_twice"] == 0
+    assert batches_waited_for(fs, str(root)) == []  # each seen ending

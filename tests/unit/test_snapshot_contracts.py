@@ -104,6 +104,19 @@ def test_a_summary_round_trips_with_its_budget_stop_and_keys_it_does_not_know() 
     assert JobSummary.from_json(summary.to_json()) == summary
 
 
+def test_a_summary_of_a_run_detached_from_its_batches_says_so_and_round_trips() -> None:
+    document = {k: v for k, v in SUMMARY.items() if k != "budget_exhausted"}
+    document = {**document, "batches_running": True}
+    summary = JobSummary.from_json(document)
+    assert summary.budget == BudgetStop(100, 200, (1, 3), "batches_running")
+    assert summary.budget.batches_running
+    assert "wait for their batches" in summary.budget.describe(300)
+    written = summary.to_json()
+    assert written["batches_running"] is True and "budget_exhausted" not in written
+    assert JobSummary.from_json(written) == summary
+    assert not JobSummary.from_json(SUMMARY).budget.batches_running  # type: ignore[union-attr]
+
+
 def test_missing_fields_mean_what_older_versions_meant_by_leaving_them_out() -> None:
     assert PartitionStats.from_json({}) == PartitionStats()
     summary = JobSummary.from_json({"records_in": 3, "enriched": 2, "dead_letters": 1})

@@ -85,6 +85,7 @@ def test_totals_and_the_line_readers_show() -> None:
         "run_id": "run-1",
         "finished": False,
         "budget_exhausted": False,
+        "batches_running": False,
         "resumed": False,
         "requests_made": 130,
         "response_cache_hits": 0,
@@ -190,10 +191,10 @@ def _stored(record: ProgressRecord) -> dict:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda d: d.update(format_version=2), "format_version 2 is not 1"),
+        (lambda d: d.update(format_version=1), "format_version 1 is not 2"),
         (lambda d: d.pop("run_id"), "run_id: expected str"),
         (lambda d: d.update(partition_count="4"), "partition_count: expected int"),
-        (lambda d: d.update(columns=["partition"]), "columns: expected the 21 column names"),
+        (lambda d: d.update(columns=["partition"]), "columns: expected the 22 column names"),
         (lambda d: d.update(partitions={}), "partitions: expected list"),
         (
             lambda d: d["partitions"][1].__setitem__(1, "3"),
@@ -206,7 +207,7 @@ def _stored(record: ProgressRecord) -> dict:
         (lambda d: d["partitions"][0].__setitem__(6, -1), r"\.in_flight: unexpected value -1"),
         (lambda d: d["partitions"][0].__setitem__(11, 1), r"\.finished: unexpected value 1"),
         (lambda d: d["partitions"][0].__setitem__(7, 2**70), r"\.watermark"),
-        (lambda d: d["partitions"][0].pop(), r"partitions\[0\]: expected a list of 21"),
+        (lambda d: d["partitions"][0].pop(), r"partitions\[0\]: expected a list of 22"),
         (lambda d: d["partitions"].append(d["partitions"][0]), "ascending order without repeats"),
         (lambda d: d.update(corrupt_partitions=[True]), r"corrupt_partitions\[0\]"),
         (lambda d: d.update(recent_calls=[1]), "recent_calls: expected at most 16 short names"),
