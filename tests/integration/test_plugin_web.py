@@ -190,7 +190,10 @@ def fold_progress(store: SnapshotStore, key: NamespaceKey) -> None:
 
 
 def _write_namespace(
-    store: SnapshotStore, key: NamespaceKey, budget_exhausted: bool = True
+    store: SnapshotStore,
+    key: NamespaceKey,
+    budget_exhausted: bool = True,
+    batches_running: bool = False,
 ) -> None:
     """Two partitions: 0 finished (3 of 3), 1 stopped by its request budget (2 results +
     1 dead letter of 7), and the progress record the driver folds from them."""
@@ -227,6 +230,7 @@ def _write_namespace(
             stats={
                 "finished": False,
                 "budget_exhausted": budget_exhausted,
+                "batches_running": batches_running,
                 "requests_made": 5,
                 "replayed": 2,
                 "coalesced_calls": 1,
@@ -735,6 +739,19 @@ def test_every_partition_of_the_job_is_listed_the_uncommitted_ones_as_pending(
     assert [p["partition"] for p in second["partitions"]] == [3]
     page = server.call("viewer", "GET", f"{URL_PREFIX}/", 200, params={"task_id": key.task_id})
     assert page.text.count('<tr class="pending">') == 2 and '"Partition">part 3</td>' in page.text
+
+
+def test_a_partition_detached_from_its_batches_is_shown_waiting_for_them(
+    server: Server,
+) -> None:
+    store = SnapshotStore(str(server.snapshot_root))
+    key = NamespaceKey(DAG, "detached_task", INTERVAL)
+    _write_namespace(store, key, budget_exhausted=False, batches_running=True)
+    ProgressFolder(store, key, "run-0", partition_count=2, records_total=10).refresh()
+    detail = server.call("viewer", "GET", _path(key), 200).json()
+    [detached] = [p for p in detail["partitions"] if p["partition"] == 1]
+    assert detached["state"] == "batches running"
+    assert "provider batches still running" in detached["state_note"]
 
 
 def test_a_silent_run_is_shown_stalled_before_its_lease_expires(server: Server) -> None:

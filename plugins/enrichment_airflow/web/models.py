@@ -18,7 +18,8 @@ class PartitionView(BaseModel):
 
     partition: int
     state: str = Field(
-        description='"finished", "budget spent", "running", "stalled" (the run holding the '
+        description='"finished", "budget spent", "batches running" (its records wait in '
+        'provider batches), "running", "stalled" (the run holding the '
         'lease went silent), "interrupted" (no run holds it), "pending" (no commit yet) or '
         '"corrupt" (manifest files, none valid).'
     )

@@ -50,6 +50,11 @@ def _state(p: PartitionEntry, running: bool, stall: Stall | None, now: float) ->
         return "finished", "every row of the partition is committed"
     if p.budget_exhausted:  # waits for a clear or the next run; not a failure
         return "budget spent", "stopped by --max-requests: the next run resumes it"
+    if p.batches_running:  # its records wait in provider batches; a later run reads them
+        return "batches running", (
+            "its records wait in provider batches still running: the run after they end "
+            "reads their rows (a deferred Airflow task does so by itself)"
+        )
     if running and stall is not None:
         return "stalled", stall.explain()
     if running:
