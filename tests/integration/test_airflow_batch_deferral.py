@@ -18,22 +18,14 @@ import pytest
 from demo.stack import airflow_env, airflow_services
 
 from .airflow_support import init_airflow
-from .test_enrich_job_model import PROMPT, SCHEMA, model_endpoint, title
+from .test_enrich_job_model import MODEL as CLASSIFIER
+from .test_enrich_job_model import model_endpoint, title
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow]
 
 DAG, TASK = "classify_batch", "classify"
 RECORDS = 200
-MODEL = {
-    "model": "demo-classifier",
-    "prompt": PROMPT,
-    "output_schema": SCHEMA,
-    "parameters": {"max_tokens": 40, "temperature": 0},
-    "price_input_per_million": 20.0,
-    "price_output_per_million": 80.0,
-    "batch_wait_s": 0.3,
-    "batch_poll_s": 1,
-}
+MODEL = {**CLASSIFIER, "batch_wait_s": 0.3, "batch_poll_s": 1}
 DAG_FILE = """
 import json
 import pendulum

@@ -42,6 +42,15 @@ SCHEMA = {
     "required": ["label", "score", "tags"],
 }
 
+MODEL = {
+    "model": "demo-classifier",
+    "prompt": PROMPT,
+    "output_schema": SCHEMA,
+    "parameters": {"max_tokens": 40, "temperature": 0},
+    "price_input_per_million": 20.0,
+    "price_output_per_million": 80.0,
+}
+
 
 @contextmanager
 def model_endpoint(*args: str):
@@ -101,14 +110,7 @@ def write_spec(tmp: Path, url: str) -> Path:
         progress_interval=2,
         capacity=CAPACITY,
         url_template=url + "/chat/completions",
-        model={
-            "model": "demo-classifier",
-            "prompt": PROMPT,
-            "output_schema": SCHEMA,
-            "parameters": {"max_tokens": 40, "temperature": 0},
-            "price_input_per_million": 20.0,
-            "price_output_per_million": 80.0,
-        },
+        model=MODEL,
     )
 
 
