@@ -21,12 +21,14 @@ import asyncio
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 import aiohttp
 from yarl import URL
 
 from spark_jobs.asyncwait import Deadline
 
+from .rate_headers import QuotaHint, TokenQuota, quota_hint, retry_delay, token_quotas
 from .stragglers import AttemptProgress, StragglerWatch
 
 #: What the client accepts; the decoder below handles exactly these.
@@ -54,13 +56,29 @@ class AttemptLimits:
 
 @dataclass(frozen=True)
 class Reply:
-    """A complete HTTP answer."""
+    """A complete HTTP answer, and what it says of the limits: each group of its
+    rate-limit headers parsed once (``rate_headers.py``), when first asked, however many
+    of the sender, the rate controller and a model's pacing read it."""
 
     status: int
     payload: bytes
-    retry_after: str | None
     headers: Mapping[str, str]
     """All response headers (case-insensitive), for the rate-limit fields."""
+
+    @cached_property
+    def quota_hint(self) -> QuotaHint | None:
+        """The request quota its headers state."""
+        return quota_hint(self.headers)
+
+    @cached_property
+    def token_quotas(self) -> dict[str, TokenQuota]:
+        """Each token limit its headers state."""
+        return token_quotas(self.headers)
+
+    @cached_property
+    def retry_delay(self) -> float | None:
+        """When a refused answer says to try again (its headers, or its body's words)."""
+        return retry_delay(self.headers, self.payload)
 
 
 class AttemptTimeout(Exception):
@@ -111,7 +129,7 @@ async def send(
                     response.content, decoder, limits, timer, progress, end
                 )
                 headers, answered = response.headers, True
-                return Reply(response.status, payload, headers.get("Retry-After"), headers)
+                return Reply(response.status, payload, headers)
     except TimeoutError:
         if not timer.expired():
             raise

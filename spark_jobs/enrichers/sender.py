@@ -40,7 +40,7 @@ from .errors import (
 )
 from .hedging import HedgeDelay, race
 from .rate_control import RateController
-from .rate_headers import QuotaHint, quota_hint, retry_delay
+from .rate_headers import QuotaHint
 from .rate_sharing import open_neighbours
 from .redirects import REDIRECT_STATUSES, Hop, RedirectRefused, next_hop
 from .request_budget import RequestBudget
@@ -265,7 +265,7 @@ class RequestSender:
             reply = await self._attempt(channel, method, url, body)
         else:
             reply = await observer.timed(method, self._attempt(channel, method, url, body))
-        hint = quota_hint(reply.headers)
+        hint = reply.quota_hint
         if hint is not None:
             rate.observe_quota(hint, started)
         self.responses_by_status[reply.status] += 1
@@ -308,7 +308,7 @@ class RequestSender:
         else:
             body = snippet(reply.payload, self.redact)
             message = self.redact(f"HTTP {status} from {method} {url}: {body!r}")
-        retry_after = retry_delay(reply.headers, reply.payload)
+        retry_after = reply.retry_delay
         if status == 429 or (status == 503 and retry_after is not None):
             if status == 429:
                 self.throttled += 1

@@ -127,7 +127,7 @@ class _Clock:
 def _reply(status: int, headers: dict[str, str], usage=(10, 20), api="chat") -> Reply:
     names = ("input_tokens", "output_tokens") if api == "anthropic" else TOKEN_COLUMNS
     body = {"usage": dict(zip(names, usage, strict=True))}
-    return Reply(status, json.dumps(body).encode(), None, CIMultiDict(headers))
+    return Reply(status, json.dumps(body).encode(), CIMultiDict(headers))
 
 
 def _openai(limit: float, remaining: float, reset: str) -> dict[str, str]:

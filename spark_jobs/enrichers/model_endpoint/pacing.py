@@ -42,9 +42,6 @@ from ..rate_headers import (
     MAX_RESET_S,
     QuotaHint,
     TokenQuota,
-    quota_hint,
-    retry_delay,
-    token_quotas,
 )
 from ..request_budget import RequestBudget
 from .answers import MAX_USAGE_TOKENS, usage
@@ -226,10 +223,10 @@ class ModelPacing:
     def _pause_refusing(self, reply: Reply, admitted: Admission) -> None:
         """A 429 whose headers leave a token limit less than the call's charge was that
         limit's refusal: it charges nothing until the answer's retry delay has passed."""
-        delay = retry_delay(reply.headers, reply.payload)
+        delay = reply.retry_delay
         if not delay:
             return
-        for kind, quota in token_quotas(reply.headers).items():
+        for kind, quota in reply.token_quotas.items():
             limit, charge = self.limits.get(kind), admitted.charges.get(kind, 0.0)
             if limit is not None and quota.remaining is not None and quota.remaining < charge:
                 limit.pause(delay)
@@ -266,12 +263,12 @@ class ModelPacing:
     def _observe(self, reply: Reply, rate: RateController, admitted: Admission) -> None:
         """The answer's statements of the limits: the request limit caps the request
         rate, each token limit's remaining corrects its level."""
-        hint = quota_hint(reply.headers)
+        hint = reply.quota_hint
         if hint is not None and hint.limit and hint.window_s is None:  # per limits_window_s
             stated = min(hint.limit, self.config.requests_per_minute or hint.limit)
             share = stated * LIMIT_SHARE / self._partitions
             rate.observe_quota(QuotaHint(limit=share, window_s=self.config.limits_window_s), 0.0)
-        for kind, quota in token_quotas(reply.headers).items():
+        for kind, quota in reply.token_quotas.items():
             self._observe_tokens(kind, quota, admitted)
         self._notify()
 
