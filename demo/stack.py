@@ -32,13 +32,13 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
-def settled(count: Callable[[], int]) -> int:
-    """``count()`` once it stops moving: a server's count of calls after a killed client's
-    requests still in it are counted too."""
+def settled(count: Callable[[], int], quiet_s: float = 0.3) -> int:
+    """``count()`` once it has not moved for ``quiet_s``: a server's count of calls after
+    a killed client's requests still in it are counted too."""
     last = -1
     while (total := count()) != last:
         last = total
-        time.sleep(0.3)
+        time.sleep(quiet_s)
     return total
 
 
@@ -54,6 +54,10 @@ class DemoApiProcess:
     def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        latency = args[args.index("--latency-ms") + 1] if "--latency-ms" in args[:-1] else "0"
+        # A call in the server is counted only as it is answered, one latency later; the
+        # Python workers of a killed Spark driver may start more for a moment.
+        self.settle_s = max(0.3, 2 * float(latency) / 1000 + 0.5)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "demo.api", "--port", str(self.port), *args],
             cwd=ROOT,
@@ -94,7 +98,7 @@ class DemoApiProcess:
 
     def settled_calls(self) -> int:
         """Total calls once requests of a killed client still in the server are counted."""
-        return settled(lambda: sum(self.calls_per_key().values()))
+        return settled(lambda: sum(self.calls_per_key().values()), self.settle_s)
 
     def stop(self) -> None:
         self.process.terminate()

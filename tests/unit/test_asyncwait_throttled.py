@@ -117,14 +117,16 @@ outcome = st.sampled_from(["throttled", "transient", "ok"])
 plan = st.tuples(st.lists(outcome, max_size=8), st.sampled_from(["ok", "ok", "throttled"]))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(plan, min_size=1, max_size=12), st.integers(1, 6))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(plan, min_size=1, max_size=8), st.integers(1, 6))
 def test_throttling_never_spends_attempts_loses_or_duplicates_records(plans, capacity):
     fn = Planned(dict(enumerate(plans)))
 
     async def main():
+        # Long enough that a record whose few calls all answer at once never times out on
+        # a machine busy with other tests (0.3 s did once); a throttled-forever one does.
         op = AsyncWaitOperator(
-            fn, retry=strategy(delay=0.001), timeout=0.3, capacity=capacity, mode="unordered"
+            fn, retry=strategy(delay=0.001), timeout=1.0, capacity=capacity, mode="unordered"
         )
         return [o async for o in op.run(range(len(plans)))][:-1]
 
