@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from enrichment_airflow.batch_wait_trigger import BatchWaitTrigger
-from enrichment_airflow.enrichment_hook import BEARER_AUTO, BEARER_NONE, EnrichmentApiHook
+from enrichment_airflow.enrichment_hook import EnrichmentApiHook
 from spark_jobs.defaults import ANTHROPIC_VERSION
 from spark_jobs.records.batch_state import batches_url
 from spark_jobs.snapshots import NamespaceKey
@@ -68,12 +68,9 @@ class BatchDeferral:
         return cls(api, headers, float(model.get("batch_poll_s", POLL_S)))
 
     def trigger(self, op: Any, api: EnrichmentApiHook, key: NamespaceKey) -> BatchWaitTrigger:
-        bearer = op.bearer_token
-        if bearer == BEARER_AUTO:  # resolved here: the trigger gets the operator's choice
-            bearer = BEARER_NONE if op.secret_headers else "password"
-        return BatchWaitTrigger(
+        return BatchWaitTrigger(  # its hook resolves the secrets as the job's route does
             api_conn_id=op.api_conn_id,
-            bearer_token=bearer,
+            bearer_token=op.bearer_token,
             secret_headers=op.secret_headers,
             headers=self.headers,
             batches_url=batches_url(api.url_template(op.url_path), self.api),

@@ -57,8 +57,8 @@ class BatchWaitTrigger(BaseTrigger):
     """Wait until every batch the namespace's partitions submitted has ended.
 
     :param api_conn_id: the API connection whose key reads the batches.
-    :param bearer_token: the connection field sent as ``Authorization: Bearer``, or
-        ``none`` (the operator's ``bearer_token``, resolved).
+    :param bearer_token: the operator's ``bearer_token`` (a connection field, ``none`` or
+        ``auto``), resolved by ``EnrichmentApiHook`` as for the job.
     :param secret_headers: header name -> connection field (the operator's).
     :param headers: headers that are no secret (``anthropic-version``).
     :param batches_url: the batch API's collection (``.../v1/batches``,
