@@ -307,13 +307,13 @@ async def test_a_self_hosted_server_serves_its_batch_and_queues_the_rest():
     scheduler = api.provider.stats()["self_hosted"]
     assert scheduler["max_in_service"] == 4, "never more than the batch at once"
     assert scheduler["max_waiting"] == 20 and api.stats.get("throttled", 0) == 0
-    unloaded = api.timeline[0].latency_s
+    completion = alone[1]["usage"]["completion_tokens"]
+    unloaded = serving_shape.latency_s(completion)
+    assert scheduler["unloaded_latency_s"] == pytest.approx(unloaded, abs=0.001)
+    # Against the server's own unloaded figure: the lone call's measured latency can
+    # include a stall of a busy machine (0.47 s for a 0.17 s call, seen in CI).
     loaded = sorted(call.latency_s for call in api.timeline[1:])
     assert loaded[len(loaded) // 2] > 2.5 * unloaded, (unloaded, loaded)
-    completion = alone[1]["usage"]["completion_tokens"]
-    assert scheduler["unloaded_latency_s"] == pytest.approx(
-        serving_shape.latency_s(completion), abs=0.001
-    )
     assert scheduler["best_requests_per_s"] == pytest.approx(
         4 / serving_shape.latency_s(completion, 4), rel=0.01
     )
