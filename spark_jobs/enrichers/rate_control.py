@@ -203,12 +203,15 @@ class RateController:
     def reserve(self) -> float:
         """Take the next send slot; returns how many seconds to wait before sending."""
         now = self._now()
-        start = self._next if self._next > now else now
+        due = self._next if self._next > now else now  # GCRA's theoretical arrival time
+        start = due - TICK_S if self._ramping() else due
+        if start < now:
+            start = now
         if self._paused_until > start:
-            start = self._paused_until
+            start = due = self._paused_until
         if self._shared is not None:
-            start = self._shared.reserve(start)
-        self._next = start + self._interval
+            start = due = self._shared.reserve(start)
+        self._next = due + self._interval
         if start > now:
             self._held_back = True
         return start - now
@@ -216,21 +219,37 @@ class RateController:
     def try_reserve(self) -> bool:
         """Take a send slot only if one is free right now (a hedge never waits)."""
         now = self._now()
-        if self._next > now or self._paused_until > now:
+        if self._next - (TICK_S if self._ramping() else 0.0) > now or self._paused_until > now:
             self._held_back = True
             return False
         if self._shared is not None and not self._shared.try_reserve(now):
             return False
-        self._next = now + self._interval
+        self._next = max(self._next, now) + self._interval
         return True
+
+    def _ramping(self) -> bool:
+        """In the first slow start, before any limit was met: a send may go a tick ahead
+        of its slot, and slots taken at a rate outgrown are taken anew.
+
+        Answers come in bursts (the loop reads many at once) and their records' next
+        calls are ready together: spaced out at ``1/rate`` each, three of five calls
+        waited for a slot on an API that states no limit, holding a fifth of the
+        capacity, and a partition's first ``capacity`` calls waited up to ``capacity /
+        START_RATE`` seconds for slots taken before the rate grew
+        (``benchmarks/peers/profile_job.py``: 0.75x the records/s without either). A
+        tick's burst is a small overshoot of a limit about to be met; once one was, the
+        GCRA holds one token (a slow start towards a share that grew would spend the
+        limit's window at once)."""
+        return self.slow_start and not self.decreases
 
     async def wait_for_slot(self, wait: float) -> None:
         """Sleep ``wait`` seconds; if the rate was cut or sends paused meanwhile, the slot
         was taken at a rate the server refuses: take a new one (and so on)."""
         while wait > 0:
             epoch = self.epoch
-            await asyncio.sleep(wait)
-            wait = self.reserve() if self.epoch != epoch else 0.0
+            nap = wait if wait <= TICK_S else TICK_S  # a ramp may take it anew sooner
+            await asyncio.sleep(nap)
+            wait = self.reserve() if self.epoch != epoch else wait - nap
 
     def sending(self) -> None:
         """A call goes out now: counts towards the rate sent, which paces the growth."""
@@ -357,7 +376,11 @@ class RateController:
             speed_up = 2.0 ** ((now - self._probe_since) / PROBE_DOUBLING_S)
             rate += max(PROBE * (hint or rate), PROBE_MIN) * speed_up * elapsed
         used = max(2.0 * self._sent_rate, START_RATE)  # grow only a rate that is used
-        self._set_rate(min(rate, max(used, self.rate)))
+        rate = min(rate, max(used, self.rate))
+        if self._ramping() and self._next > now + 2 * TICK_S:  # waits beyond this tick...
+            self._next = now  # ...for slots of the old rate: taken anew at the new one
+            self.epoch += 1
+        self._set_rate(rate)
 
     def _executor_hint(self, now: float) -> float | None:
         """The share found, moved to the neighbours' fair share where that is well off

@@ -8,7 +8,13 @@ import random
 import pytest
 
 from spark_jobs import defaults
-from spark_jobs.enrichers.rate_control import MIN_RATE, START_RATE, THROTTLED_RUN, RateController
+from spark_jobs.enrichers.rate_control import (
+    MIN_RATE,
+    START_RATE,
+    THROTTLED_RUN,
+    TICK_S,
+    RateController,
+)
 from spark_jobs.enrichers.rate_headers import MAX_RESET_S, QuotaHint
 from spark_jobs.enrichers.rate_sharing import ProcessNeighbours
 
@@ -151,6 +157,31 @@ def test_a_successor_starting_at_its_predecessors_share_spares_the_neighbours_42
         throttled[start] = (server.throttled - refused) / (server.calls - calls)
     assert throughputs["learned"] >= 0.9 * 200 > throughputs["slow start"]
     assert throttled["learned"] < throttled["slow start"]
+
+
+def test_the_first_slow_start_lets_a_tick_of_sends_through_and_retakes_outgrown_slots():
+    """An API that states no limit: answers come in bursts, and a burst of ready calls
+    goes up to a tick ahead of its slots; the partition's first ``capacity`` calls, ready
+    at once, take the slots of the starting rate, and once the rate has grown past them
+    they are taken anew (they waited up to ``capacity / START_RATE`` s, 1.3 s for 64)."""
+    clock = FakeClock()
+    controller = RateController(clock=clock)
+    waits = [controller.reserve() for _ in range(64)]
+    at_once = sum(wait == 0 for wait in waits)
+    assert at_once == int(TICK_S * START_RATE) + 1  # the slots within a tick
+    assert max(waits) == pytest.approx(63 / START_RATE - TICK_S)
+    for _ in range(at_once):
+        controller.sending()
+    clock.now += TICK_S
+    epoch = controller.epoch
+    controller.sending()  # the tick: the rate grows past the slots taken
+    assert controller.rate > START_RATE and controller.epoch > epoch  # waiters re-take
+    again = [controller.reserve() for _ in range(64 - at_once)]
+    assert max(again) < max(waits) / 2
+    controller.throttled(1.0, clock.now, limited=True)  # a limit met: one token from here
+    clock.now += 2.0
+    slots = [controller.reserve() for _ in range(3)]
+    assert slots == pytest.approx([0, 1 / controller.rate, 2 / controller.rate])
 
 
 def test_a_given_rate_stays_a_hard_ceiling():

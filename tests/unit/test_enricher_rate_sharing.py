@@ -175,20 +175,25 @@ def test_a_partition_left_alone_takes_the_share_of_the_one_that_ended(make):
 def test_a_newcomer_takes_its_share_and_the_others_give_way_before_any_429(make):
     """A partition that joins (at its first send) starts at the fair share, and the one
     that had the limit to itself halves its rate at its next tick: the limit's windows
-    stay within it, where a newcomer at its predecessor's whole share meets 429s."""
+    stay within it, where a newcomer at its predecessor's whole share meets 429s.
+
+    The survivor, alone, probes at the whole limit and may meet a 429 of its own as the
+    newcomer joins (on the earlier controller too, after 8 s alone instead of 10): its
+    next tick then comes after that Retry-After's second, so the window is 2 s and the
+    429s counted are those after the join."""
     clock = FakeClock()
     server, survivor, neighbour = _pair(make, clock, True)
     neighbour.leave()
     simulate(server, [survivor], clock, 10)
     assert survivor.ceiling_hint >= 0.9 * 200  # the share it holds: all of it
     make().leave(Found(200.0, limited=True), clock.now)  # a predecessor's whole share
-    throttled_before = server.throttled
     newcomer = RateController(clock=clock, neighbours=make())
     simulate(server, [survivor], clock, 2)  # reading its input: it takes no share yet
     assert survivor.ceiling_hint >= 0.9 * 200
+    throttled_before = server.throttled
     newcomer.reserve()  # its first send: it joins
     assert newcomer.rate <= 0.55 * 200  # the fair share, not the predecessor's 200
-    simulate(server, [survivor, newcomer], clock, 1)
+    simulate(server, [survivor, newcomer], clock, 2)
     assert survivor.rate <= 0.55 * 200
     assert server.throttled - throttled_before <= 0.02 * 200
 
