@@ -7,7 +7,8 @@ moves the rate itself:
 
 * **slow start**: without a ``--requests-per-second`` it starts at ``START_RATE`` and
   doubles every tenth of a second until the first throttled answer, like TCP (or at the share
-  a predecessor found: ``rate_sharing.py``);
+  a predecessor found: ``rate_sharing.py``); until a limit is met a tick's worth of the
+  rate may go at once and slots of a rate outgrown are taken anew (``_ramping``);
 * **multiplicative decrease**: a *rate limit* cuts the rate to ``BETA`` x the rate the
   server *accepted* over the last second (its answers that were not throttled: with a
   hard limit, about this partition's share of it; the rate sent overshoots by the calls
