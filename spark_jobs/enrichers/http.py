@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 
 from spark_jobs.records.enricher_stats import EnricherStats
 
-from .call_pacing import CallPacing
 from .calls import (
     AnswerMapping,
     BatchCalls,
@@ -40,7 +39,7 @@ from .config import HttpEnricherConfig
 from .dedup import Coalescer, LruCache
 from .errors import is_retryable
 from .request_budget import RequestBudget
-from .sender import RequestSender
+from .sender import CallPacing, RequestSender
 
 if TYPE_CHECKING:
     import aiohttp

@@ -1,7 +1,8 @@
 """One HTTP request of the enricher: within the concurrency and rate limits and the
 request budget, under the attempt's own deadlines (``attempt.py``), hedged when
 configured (``hedging.py``), its status or failure mapped to an error the retry
-predicate understands. Counts what it sends; never names a secret."""
+predicate understands; ``CallPacing``, what a model endpoint keeps around each call.
+Counts what it sends; never names a secret."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import aiohttp
 
@@ -22,7 +23,6 @@ from spark_jobs.asyncwait import untimed
 from .account_errors import account_error, is_account_level, provider_error
 from .attempt import AttemptLimits, AttemptTimeout, BodyTooLarge, Reply, UnsupportedEncoding, send
 from .call_outcomes import TRANSPORT, CallOutcomes, outcome_name
-from .call_pacing import CallPacing
 from .concurrency import concurrency_limit
 from .config import HttpEnricherConfig
 from .errors import (
@@ -52,6 +52,22 @@ if TYPE_CHECKING:
     from spark_jobs.telemetry import RequestObserver
 
 logger = logging.getLogger(__name__)
+
+
+class CallPacing(Protocol):
+    """A limit beyond the request rate, kept around each call. A model endpoint limits
+    tokens per minute and bills by token, and a call's tokens are known only from its
+    answer: so the pacing admits each call before it takes its rate slot (reserving an
+    estimate, waiting for room) and the reply settles it (``model_endpoint/pacing.py``;
+    other APIs have none)."""
+
+    async def admit(self, body: str | None) -> Any:
+        """Reserve what the call with ``body`` may use; may wait, or raise
+        ``BudgetExhausted`` (the call is then not sent)."""
+
+    def settle(self, admitted: Any, reply: Reply | None, rate: RateController) -> None:
+        """The call's ``reply`` (None: it got no answer) settles what ``admit`` reserved;
+        its headers may steer ``rate``."""
 
 
 @dataclass(frozen=True)
