@@ -237,15 +237,16 @@ class RateController:
         waited for a slot on an API that states no limit, holding a fifth of the
         capacity, and a partition's first ``capacity`` calls waited up to ``capacity /
         START_RATE`` seconds for slots taken before the rate grew
-        (``benchmarks/peers/profile_job.py``: 0.75x the records/s without either). A
+        (``benchmarks/peers/profile_job.py``: 0.77-0.83x the records/s without). A
         tick's burst is a small overshoot of a limit about to be met; once one was, the
         GCRA holds one token (a slow start towards a share that grew would spend the
         limit's window at once)."""
         return self.slow_start and not self.decreases
 
     async def wait_for_slot(self, wait: float) -> None:
-        """Sleep ``wait`` seconds; if the rate was cut or sends paused meanwhile, the slot
-        was taken at a rate the server refuses: take a new one (and so on)."""
+        """Sleep ``wait`` seconds, a tick at a time; if the rate was cut or sends paused
+        meanwhile, the slot was taken at a rate the server refuses, and if a ramp outgrew
+        it, at one too slow: take a new one (and so on)."""
         while wait > 0:
             epoch = self.epoch
             nap = wait if wait <= TICK_S else TICK_S  # a ramp may take it anew sooner
