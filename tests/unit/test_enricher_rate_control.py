@@ -184,6 +184,18 @@ def test_the_first_slow_start_lets_a_tick_of_sends_through_and_retakes_outgrown_
     assert slots == pytest.approx([0, 1 / controller.rate, 2 / controller.rate])
 
 
+def test_an_api_stating_its_quota_gets_no_tick_of_sends_at_once():
+    """Rate-limit headers say a limit is near (Azure's emulator: its 1 s request window
+    refused the burst of the first ramp): from the first answer stating a quota, ready
+    calls are spaced at the rate as after a limit met, and slow start goes on."""
+    clock = FakeClock()
+    controller = RateController(clock=clock)
+    controller.observe_quota(QuotaHint(remaining=200), clock.now)
+    waits = [controller.reserve() for _ in range(3)]
+    assert waits == pytest.approx([0, 1 / START_RATE, 2 / START_RATE])
+    assert controller.slow_start
+
+
 def test_a_given_rate_stays_a_hard_ceiling():
     clock = FakeClock()
     server = FixedWindowServer(10_000)  # never throttles
