@@ -1,21 +1,23 @@
-"""The model-endpoint pacing against each provider's emulator: the share of the binding
-limit used after the first minute, the share of calls answered 429, and dead letters.
+"""The model-endpoint pacing against each provider's emulator: the share of the binding limit
+used after the first minute, the share of calls answered 429, and dead letters.
 
 Run with ``make bench-providers`` (``python -m benchmarks.provider_pacing [PROFILE ...]``).
 Each profile of the demo endpoint (``demo/provider_profiles.py``: OpenAI's buckets charged
 prompt plus ``max_tokens`` at admission, Azure's per-deployment limits, a gateway's fixed
-windows, Anthropic's input and output tokens apart with the output settled at the
-answer's end) serves
-``PARTITIONS`` enrichers of ``CAPACITY`` calls in flight each, as the job's partitions
-would (the HTTP enricher, the async wait operator and its default retry strategy; no
-Spark, so that what is measured is the pacing). Nothing is configured: the limits are
-learned from the headers. A "minute" lasts ``MINUTE_S`` seconds (the limits scaled down
-tenfold with it), answers take ``LATENCY_S``. The token limit binds in every profile
-(for Anthropic: the output tokens). Anthropic states its remaining tokens rounded to the
-nearest thousand; at these scaled-down limits (1 200 output tokens a "minute") that would
-state nothing but 0 and 1 000, so the emulator states them exact here (the pacing takes a
-whole thousand as its lower bound, tested in ``tests/unit/test_model_endpoint.py``).
-Results go to ``benchmarks/results/provider_pacing.json``.
+windows, Anthropic's input and output tokens apart with the output settled at the answer's
+end) serves ``PARTITIONS`` enrichers of ``CAPACITY`` calls in flight each, as the job's
+partitions would (the HTTP enricher, the async wait operator and its default retry strategy;
+no Spark, so that what is measured is the pacing). Nothing is configured: the limits are
+learned from the headers. A "minute" lasts ``MINUTE_S`` seconds (6: the limits scaled down
+tenfold with it; ``BENCH_PROVIDERS_MINUTE_S=60`` runs a provider's own minute, the limits
+and the records ten times as many, the run ten times as long), answers take ``LATENCY_S``.
+The token limit binds in every profile (for Anthropic: the output tokens). Anthropic states
+its remaining tokens rounded to the nearest thousand; at these scaled-down limits (1 200
+output tokens a "minute") that would state nothing but 0 and 1 000, so the emulator states
+them exact here (the pacing takes a whole thousand as its lower bound, tested in
+``tests/unit/test_model_endpoint.py``). Results go to
+``benchmarks/results/provider_pacing.json`` (``provider_pacing_minute_60s.json`` and so on
+for another minute).
 
 The issue's targets: at least 0.9 of the binding limit after the first minute, at most
 2 % of calls answered 429, no dead letter.
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import subprocess
 import sys
@@ -67,12 +70,20 @@ from spark_jobs.enrichers.model_endpoint.embedding_batches import embedding_batc
 from spark_jobs.spec.job_spec import QUEUE_FACTOR
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = Path(__file__).parent / "results" / "provider_pacing.json"
-MINUTE_S = 6.0
+SCALED_MINUTE_S = 6.0
+"""A provider's minute scaled down tenfold, its limits with it, to keep a run to minutes."""
+MINUTE_S = float(os.environ.get("BENCH_PROVIDERS_MINUTE_S", SCALED_MINUTE_S))
+"""The profiles' minute; their limits and records grow with it (the same rates)."""
+SCALE = MINUTE_S / SCALED_MINUTE_S
+RESULTS = (
+    Path(__file__).parent
+    / "results"
+    / ("provider_pacing.json" if SCALE == 1 else f"provider_pacing_minute_{MINUTE_S:g}s.json")
+)
 LATENCY_S = 0.3
 PARTITIONS = 2
 CAPACITY = 8
-RECORDS = 1200
+RECORDS = round(1200 * SCALE)
 MAX_TOKENS = 40
 SCHEMA = {
     "type": "object",
@@ -80,20 +91,31 @@ SCHEMA = {
     "required": ["label"],
 }
 
+
+def _n(per_scaled_minute: int) -> int:
+    """A limit given per scaled-down minute, per ``MINUTE_S``."""
+    return round(per_scaled_minute * SCALE)
+
+
 PROFILES: dict[str, tuple[str, Callable[[], ProviderProfile]]] = {
     # name: (the binding limit, the profile); a few calls' worth of headroom elsewhere
-    "openai": ("tokens", lambda: OpenAIProfile(requests=300, tokens=6000, minute_s=MINUTE_S)),
-    "azure": ("tokens", lambda: AzureProfile(requests=300, tokens=6000, minute_s=MINUTE_S)),
+    "openai": (
+        "tokens",
+        lambda: OpenAIProfile(requests=_n(300), tokens=_n(6000), minute_s=MINUTE_S),
+    ),
+    "azure": ("tokens", lambda: AzureProfile(requests=_n(300), tokens=_n(6000), minute_s=MINUTE_S)),
     "fixed-window": (  # a gateway's (the demo default): counts the actual completion
         "tokens",
-        lambda: FixedWindowProfile(ModelLimits(requests=300, tokens=1500, window_s=MINUTE_S)),
+        lambda: FixedWindowProfile(
+            ModelLimits(requests=_n(300), tokens=_n(1500), window_s=MINUTE_S)
+        ),
     ),
     "anthropic": (
         "output_tokens",
         lambda: AnthropicProfile(
-            requests=300,
-            input_tokens=30_000,
-            output_tokens=1200,
+            requests=_n(300),
+            input_tokens=_n(30_000),
+            output_tokens=_n(1200),
             minute_s=MINUTE_S,
             round_remaining=False,  # see the module docstring
         ),
@@ -179,7 +201,7 @@ async def run_profile(name: str, records: int = RECORDS) -> dict[str, Any]:
 
 EMBED_RESULTS = Path(__file__).parent / "results" / "embedding_batches.json"
 EMBED_RPM = 300
-"""Requests a "minute" (``MINUTE_S``): 50 a second, the limit that binds."""
+"""Requests a "minute" (``SCALED_MINUTE_S``): 50 a second, the limit that binds."""
 EMBED_RECORDS = 6000
 EMBED_DIM = 256
 
@@ -215,7 +237,7 @@ def embeddings_endpoint() -> Iterator[tuple[str, Callable[[], dict[str, Any]]]]:
     """The OpenAI emulator at ``EMBED_RPM``, in its own process as a provider is (its
     vectors cost it, not the client, CPU); yields its base URL and its ``/stats``."""
     command = [sys.executable, "-m", "demo.model_api", "--port", "0", "--profile", "openai"]
-    command += ["--requests", str(EMBED_RPM), "--minute-s", str(MINUTE_S)]
+    command += ["--requests", str(EMBED_RPM), "--minute-s", str(SCALED_MINUTE_S)]
     command += ["--latency", str(LATENCY_S), "--embedding-dim", str(EMBED_DIM)]
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
@@ -239,7 +261,7 @@ async def run_embeddings(base: str, inputs_per_request: int | None) -> dict[str,
         model="text-embedding-3-small",
         prompt="{title}",
         api="embeddings",
-        limits_window_s=MINUTE_S,
+        limits_window_s=SCALED_MINUTE_S,
         inputs_per_request=inputs_per_request,
     )
     shares = [range(p, EMBED_RECORDS, PARTITIONS) for p in range(PARTITIONS)]
@@ -279,7 +301,7 @@ def embeddings_benchmark() -> dict[str, Any]:
     same = alone.pop("outputs") == batched.pop("outputs")
     return {
         "profile": "openai",
-        "minute_s": MINUTE_S,
+        "minute_s": SCALED_MINUTE_S,
         "requests_per_minute": EMBED_RPM,
         "latency_s": LATENCY_S,
         "embedding_dim": EMBED_DIM,

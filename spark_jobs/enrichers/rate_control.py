@@ -206,7 +206,7 @@ class RateController:
         """Take the next send slot; returns how many seconds to wait before sending."""
         now = self._now()
         due = self._next if self._next > now else now  # GCRA's theoretical arrival time
-        start = due - TICK_S if self._ramping() else due
+        start = due - self._burst_s()
         if start < now:
             start = now
         if self._paused_until > start:
@@ -221,13 +221,17 @@ class RateController:
     def try_reserve(self) -> bool:
         """Take a send slot only if one is free right now (a hedge never waits)."""
         now = self._now()
-        if self._next - (TICK_S if self._ramping() else 0.0) > now or self._paused_until > now:
+        if self._next - self._burst_s() > now or self._paused_until > now:
             self._held_back = True
             return False
         if self._shared is not None and not self._shared.try_reserve(now):
             return False
         self._next = max(self._next, now) + self._interval
         return True
+
+    def _burst_s(self) -> float:
+        """How far ahead of its slot a send may go: a tick while ramping, else none."""
+        return TICK_S if self._ramping() else 0.0
 
     def _ramping(self) -> bool:
         """In the first slow start, before any limit was met or stated: a send may go a
