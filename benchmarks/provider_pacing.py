@@ -74,6 +74,10 @@ SCALED_MINUTE_S = 6.0
 """A provider's minute scaled down tenfold, its limits with it, to keep a run to minutes."""
 MINUTE_S = float(os.environ.get("BENCH_PROVIDERS_MINUTE_S", SCALED_MINUTE_S))
 """The profiles' minute; their limits and records grow with it (the same rates)."""
+if not MINUTE_S > 0:
+    raise SystemExit(
+        f"BENCH_PROVIDERS_MINUTE_S must be a positive number of seconds, not {MINUTE_S}"
+    )
 SCALE = MINUTE_S / SCALED_MINUTE_S
 RESULTS = (
     Path(__file__).parent
