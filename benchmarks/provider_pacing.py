@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import re
 import subprocess
@@ -72,12 +73,24 @@ from spark_jobs.spec.job_spec import QUEUE_FACTOR
 ROOT = Path(__file__).resolve().parent.parent
 SCALED_MINUTE_S = 6.0
 """A provider's minute scaled down tenfold, its limits with it, to keep a run to minutes."""
-MINUTE_S = float(os.environ.get("BENCH_PROVIDERS_MINUTE_S", SCALED_MINUTE_S))
+
+
+def _minute_s() -> float:
+    """``BENCH_PROVIDERS_MINUTE_S``, refused by name unless a positive number of seconds."""
+    given = os.environ.get("BENCH_PROVIDERS_MINUTE_S", str(SCALED_MINUTE_S))
+    try:
+        seconds = float(given)
+    except ValueError:
+        seconds = math.nan
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise SystemExit(
+            f"BENCH_PROVIDERS_MINUTE_S must be a positive number of seconds, not {given!r}"
+        )
+    return seconds
+
+
+MINUTE_S = _minute_s()
 """The profiles' minute; their limits and records grow with it (the same rates)."""
-if not MINUTE_S > 0:
-    raise SystemExit(
-        f"BENCH_PROVIDERS_MINUTE_S must be a positive number of seconds, not {MINUTE_S}"
-    )
 SCALE = MINUTE_S / SCALED_MINUTE_S
 RESULTS = (
     Path(__file__).parent
@@ -87,7 +100,6 @@ RESULTS = (
 LATENCY_S = 0.3
 PARTITIONS = 2
 CAPACITY = 8
-RECORDS = round(1200 * SCALE)
 MAX_TOKENS = 40
 SCHEMA = {
     "type": "object",
@@ -96,30 +108,36 @@ SCHEMA = {
 }
 
 
-def _n(per_scaled_minute: int) -> int:
-    """A limit given per scaled-down minute, per ``MINUTE_S``."""
+def scaled(per_scaled_minute: int) -> int:
+    """A count given per scaled-down minute (a limit, the records), per ``MINUTE_S``."""
     return round(per_scaled_minute * SCALE)
+
+
+RECORDS = scaled(1200)
 
 
 PROFILES: dict[str, tuple[str, Callable[[], ProviderProfile]]] = {
     # name: (the binding limit, the profile); a few calls' worth of headroom elsewhere
     "openai": (
         "tokens",
-        lambda: OpenAIProfile(requests=_n(300), tokens=_n(6000), minute_s=MINUTE_S),
+        lambda: OpenAIProfile(requests=scaled(300), tokens=scaled(6000), minute_s=MINUTE_S),
     ),
-    "azure": ("tokens", lambda: AzureProfile(requests=_n(300), tokens=_n(6000), minute_s=MINUTE_S)),
+    "azure": (
+        "tokens",
+        lambda: AzureProfile(requests=scaled(300), tokens=scaled(6000), minute_s=MINUTE_S),
+    ),
     "fixed-window": (  # a gateway's (the demo default): counts the actual completion
         "tokens",
         lambda: FixedWindowProfile(
-            ModelLimits(requests=_n(300), tokens=_n(1500), window_s=MINUTE_S)
+            ModelLimits(requests=scaled(300), tokens=scaled(1500), window_s=MINUTE_S)
         ),
     ),
     "anthropic": (
         "output_tokens",
         lambda: AnthropicProfile(
-            requests=_n(300),
-            input_tokens=_n(30_000),
-            output_tokens=_n(1200),
+            requests=scaled(300),
+            input_tokens=scaled(30_000),
+            output_tokens=scaled(1200),
             minute_s=MINUTE_S,
             round_remaining=False,  # see the module docstring
         ),
