@@ -41,6 +41,8 @@ def test_a_long_partition_keeps_worker_memory_flat(tmp_path):
         "--snapshot-interval",
         "2",
         "--keep-snapshots",
+        "--progress-interval",  # a line every half second: three even on a fast run
+        "0.5",
     )
     args[args.index("name=$.name")] = "name=$.tier"
     code, log = run_job(args, timeout=600)

