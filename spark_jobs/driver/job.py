@@ -311,7 +311,7 @@ def _open_namespace(
     logger.info("%s (%s)", decision.message, store.namespace_path(key))
     if decision.completed is None:
         if not decision.resume:
-            store.discard_snapshots(key)
+            store.discard_snapshots(key, keep_batches=decision.keep_batches)
         store.write_job_record(key, job_record)
     return decision
 

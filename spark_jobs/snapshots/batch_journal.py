@@ -12,9 +12,11 @@ a search for it would stop), and once the create call answers, the batch's id::
     <namespace>/batches/part-00003/<token>.progress                its status, as last seen
 
 Beside the partition's own folder, not in it: the partition's cleaner deletes what no
-commit references. Both files are sealed (``documents.seal``); a corrupt one is skipped
-with a warning (its requests are then found by the search or sent again). Blocking I/O:
-call it from a thread.
+commit references, and a fresh start of the same job before any partition committed
+(its driver killed early) keeps the journal (``resume.Decision.keep_batches``). Both
+files are sealed (``documents.seal``); a corrupt one is skipped with a warning (its
+requests are then found by the search or sent again). Blocking I/O: call it from a
+thread.
 """
 
 from __future__ import annotations

@@ -34,6 +34,11 @@ class Decision:
     message: str
     completed: CompletionRecord | None = None
     """The completion record when this very job has already been published: nothing to do."""
+    keep_batches: bool = False
+    """A fresh start of the very job whose partitions committed nothing yet: the provider
+    batches its attempts asked for (``batch_journal.py``, intents written before each
+    create call) stay, and the partitions re-attach to them. A driver killed before its
+    first commit would else pay every request of those batches twice."""
 
 
 class ProgressSummary(Protocol):
@@ -117,7 +122,9 @@ def decide(
             raise ResumeRefusedError(
                 f"--resume require: no snapshot found under {store.namespace_path(key)}"
             )
-        return Decision(False, "starting fresh: no snapshot for this run yet")
+        same_job = previous is not None and previous.fingerprint == job_record.fingerprint
+        message = "starting fresh: no snapshot for this run yet"
+        return Decision(False, message, keep_batches=same_job)
     if previous is None or previous.fingerprint != job_record.fingerprint:
         changes = explain_changes(previous or JobRecord(), job_record)
         reason = "; ".join(changes)

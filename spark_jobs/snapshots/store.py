@@ -19,7 +19,7 @@ from spark_jobs.records.completion import CompletionRecord
 from spark_jobs.records.job_record import JobRecord
 
 from .attempt_counts import AttemptLedger, LedgerReading
-from .batch_journal import batch_progress
+from .batch_journal import BATCHES_DIR, batch_progress
 from .documents import ManifestError, read_document
 from .lease import DEFAULT_TTL_S, LEASE_FILE, Holder, NamespaceLease
 from .partition import DEFAULT_GRACE, PartitionSnapshots
@@ -178,12 +178,15 @@ class SnapshotStore:
         ``lease.py``)."""
         return NamespaceLease(self._fs, self.namespace_path(key), owner, ttl_s, holder=holder)
 
-    def discard_snapshots(self, key: NamespaceKey) -> None:
+    def discard_snapshots(self, key: NamespaceKey, *, keep_batches: bool = False) -> None:
         """Delete the partitions, job record and completion record, keeping the lease:
-        a run starting fresh clears what earlier runs left without giving up its lease."""
+        a run starting fresh clears what earlier runs left without giving up its lease.
+        With ``keep_batches`` the provider batches' journal stays too (``batch_journal.py``):
+        batches still running, which the fresh run re-attaches to rather than pay again."""
         path = self.namespace_path(key)
+        kept = {LEASE_FILE, BATCHES_DIR} if keep_batches else {LEASE_FILE}
         for entry in list_entries(self._fs, path):
-            if basename(entry["name"]) != LEASE_FILE:
+            if basename(entry["name"]) not in kept:
                 self._fs.rm(entry["name"], recursive=True)
         self._fs.invalidate_cache(path)
 

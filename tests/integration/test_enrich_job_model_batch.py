@@ -99,8 +99,14 @@ def test_a_driver_killed_after_its_create_calls_re_attaches_by_the_batches_metad
         final = get("/stats")
     data, dead, _ = rows(tmp_path / "out")
     assert len(data) + len(dead) == RECORDS
-    assert final["custom_ids_paid_twice"] == 0 and final["batch_requests_charged"] == RECORDS
     assert created >= 1
+    said = (ln for ln in log.splitlines() if "starting fresh" in ln or "resuming" in ln)
+    opened = next(said, "")  # the driver's decision comes first
+    assert final["custom_ids_paid_twice"] == 0 and final["batch_requests_charged"] == RECORDS, (
+        f"{final['custom_ids_paid_twice']} requests paid twice: the resumed run did not "
+        f"re-attach to the {created} batch(es) created before the kill (batches now "
+        f"{final['batches_created']}); it said {opened!r}; endpoint stats {final}"
+    )
 
 
 def post(url: str, path: str) -> None:
