@@ -10,17 +10,33 @@ record's :class:`RecordTimer` stops inside and goes on, with what was left, afte
 Most records of a busy partition wait for a slot once, so a pause must cost next to
 nothing: it lifts the :class:`Deadline` and the resume sets it later than filed, which
 touches no timer.
+
+A task that calls for many records at once (a batch request, ``enrichers/batching.py``)
+runs in the context of whichever record happened to start it, while the batch's records
+wait on it from tasks of their own: ``work_for`` makes its ``untimed()`` waits pause the
+timers of all of them (``calling_timer``, taken as each joined), not that one record's.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from contextvars import ContextVar
 from types import TracebackType
+from typing import Protocol
 
 from .deadline import Deadline
 
-_RECORD_TIMER: ContextVar[RecordTimer | None] = ContextVar("record_timer", default=None)
+
+class Pausable(Protocol):
+    """What ``untimed()`` pauses: a record's timer, or the timers of a batch's records."""
+
+    def pause(self) -> bool: ...
+
+    def resume(self) -> None: ...
+
+
+_RECORD_TIMER: ContextVar[Pausable | None] = ContextVar("record_timer", default=None)
 
 
 class RecordTimer(Deadline):
@@ -62,6 +78,45 @@ class RecordTimer(Deadline):
         assert self._left is not None
         left, self._left = self._left, None
         self.move(asyncio.get_running_loop().time() + left)
+
+
+class SharedTimers:
+    """The timers of the records one task works for at once: paused and resumed
+    together. Each pauses only if it runs (a record that timed out or is paused already
+    stays as it is), and only those are resumed."""
+
+    __slots__ = ("_paused", "_timers")
+
+    def __init__(self, timers: Iterable[Pausable]) -> None:
+        self._timers = tuple(timers)
+        self._paused: list[Pausable] = []
+
+    def pause(self) -> bool:
+        """Stop every running timer; False (and nothing done) if none was running."""
+        paused = [timer for timer in self._timers if timer.pause()]
+        if not paused:
+            return False
+        self._paused = paused
+        return True
+
+    def resume(self) -> None:
+        paused, self._paused = self._paused, []
+        for timer in paused:
+            timer.resume()
+
+
+def calling_timer() -> Pausable | None:
+    """The timer of the record this task calls for (None outside an operator's timeout):
+    what a batch takes as the record joins it, for :func:`work_for`."""
+    return _RECORD_TIMER.get()
+
+
+def work_for(timers: Iterable[Pausable]) -> None:
+    """From now on this task works for the records of ``timers``: its ``untimed()``
+    waits pause theirs, not the timer of the record whose context the task was created
+    in (a batch waiting for a rate slot is each of its records waiting for one). Call it
+    in a task of its own: it sets the task's context."""
+    _RECORD_TIMER.set(SharedTimers(timers))
 
 
 class untimed:  # lower case: it reads like a function, ``async with untimed():``

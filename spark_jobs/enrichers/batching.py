@@ -8,6 +8,12 @@ sends them in one call, then resolves every caller with the outcome for its own 
 of that batch, and the operator retries each record on its own; retries simply join a
 later batch.
 
+The call runs in a task of its own, for all its callers: its waits for a slot or a rate
+token (``untimed``) pause every caller's record timer, as a record's own call would,
+not only the timer of the caller whose context the task was created in. Else a batch
+queued behind the rate limit for longer than ``--timeout`` timed out all its records
+but one, each a dead letter that a later batch would have answered.
+
 Some APIs also bound what a request carries (an embeddings request: 300 000 tokens
 summed over its inputs): with ``weight`` and ``max_weight`` a key that would carry the
 waiting batch past ``max_weight`` sends that batch first and starts the next one. A key
@@ -19,6 +25,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import Generic, TypeVar
+
+from spark_jobs.asyncwait import calling_timer, work_for
+from spark_jobs.asyncwait.record_timer import Pausable
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -57,6 +66,7 @@ class Batcher(Generic[K, V]):
         self.max_weight = max_weight
         self._pending: dict[K, list[asyncio.Future[V]]] = {}
         self._pending_weight = 0
+        self._record_timers: list[Pausable] = []  # the waiting batch's callers'
         self._timer: asyncio.TimerHandle | None = None
         self._sending: set[asyncio.Task[None]] = set()
 
@@ -74,7 +84,14 @@ class Batcher(Generic[K, V]):
                 self._timer = loop.call_later(self.max_wait, self._flush)
         else:
             waiters.append(future)  # the same key twice in one batch: asked once
+            self._join_timer()
         return await future
+
+    def _join_timer(self) -> None:
+        """The caller's record timer goes with the waiting batch (``work_for``)."""
+        timer = calling_timer()
+        if timer is not None:
+            self._record_timers.append(timer)
 
     def _add(self, key: K, future: asyncio.Future[V]) -> None:
         """A new key joins the waiting batch, which is sent first if the key's weight
@@ -85,19 +102,24 @@ class Batcher(Generic[K, V]):
                 self._flush()
             self._pending_weight += weight
         self._pending[key] = [future]
+        self._join_timer()
 
     def _flush(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         batch, self._pending = self._pending, {}
+        timers, self._record_timers = self._record_timers, []
         self._pending_weight = 0
         if batch:
-            task = asyncio.get_running_loop().create_task(self._deliver(batch))
+            task = asyncio.get_running_loop().create_task(self._deliver(batch, timers))
             self._sending.add(task)
             task.add_done_callback(self._sending.discard)
 
-    async def _deliver(self, batch: dict[K, list[asyncio.Future[V]]]) -> None:
+    async def _deliver(
+        self, batch: dict[K, list[asyncio.Future[V]]], timers: list[Pausable]
+    ) -> None:
+        work_for(timers)  # its untimed waits are all its callers', in its own context
         try:
             outcomes = await self._send(list(batch))
         except asyncio.CancelledError:
@@ -134,6 +156,7 @@ class Batcher(Generic[K, V]):
             for waiter in waiters:
                 waiter.cancel()
         self._pending = {}
+        self._record_timers = []
         self._pending_weight = 0
         tasks = list(self._sending)
         for task in tasks:

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spark_jobs.asyncwait import AsyncWaitOperator, Result, untimed
 from spark_jobs.enrichers.batching import BatchAnswerMissing, Batcher
 
 
@@ -60,6 +61,22 @@ async def test_a_caller_that_gives_up_does_not_disturb_its_batch():
     quitter.cancel()
     assert await stayer == "S"
     assert quitter.cancelled()
+
+
+async def test_a_batch_waiting_for_a_rate_slot_pauses_every_caller_s_timeout():
+    """The batch's wait for a slot (untimed) is each of its records' wait, not only the
+    one's whose context its task was made in: no record times out into a dead letter."""
+
+    async def rate_limited(keys):
+        async with untimed():
+            await asyncio.sleep(0.3)  # queued behind the rate limit: three timeouts
+        return {k: k.upper() for k in keys}
+
+    for size in (4, 8):  # sent when full (by the last caller), or after max_wait (the first)
+        batcher = Batcher(rate_limited, size=size, max_wait=0.01)
+        operator = AsyncWaitOperator(batcher.submit, timeout=0.1)
+        outputs = [o async for o in operator.run("abcd")]
+        assert [o.value for o in outputs if isinstance(o, Result)] == list("ABCD"), outputs
 
 
 async def test_aclose_cancels_waiting_callers():
