@@ -7,7 +7,7 @@ from .deadline import Deadline
 from .elements import MAX_WATERMARK, MIN_WATERMARK, Failure, Result, Watermark, WatermarkStatus
 from .metrics import OperatorMetrics
 from .operator import AsyncWaitOperator, OperatorOutput
-from .record_timer import calling_timer, untimed, work_for
+from .record_timer import calling_timer, pause_with, untimed, work_for
 from .retry import RetryStrategy
 from .snapshot import OperatorSnapshot
 from .watermark_generator import BoundedOutOfOrdernessGenerator
@@ -29,6 +29,7 @@ __all__ = [
     "WatermarkStatus",
     "WatermarkValve",
     "calling_timer",
+    "pause_with",
     "untimed",
     "work_for",
 ]

@@ -15,6 +15,8 @@ A task that calls for many records at once (a batch request, ``enrichers/batchin
 runs in the context of whichever record happened to start it, while the batch's records
 wait on it from tasks of their own: ``work_for`` makes its ``untimed()`` waits pause the
 timers of all of them (``calling_timer``, taken as each joined), not that one record's.
+Likewise a record that waits for another record's identical call (``enrichers/dedup.py``)
+pauses whenever that record does: ``pause_with``.
 """
 
 from __future__ import annotations
@@ -43,12 +45,14 @@ class RecordTimer(Deadline):
     """``async with RecordTimer(seconds):`` raises TimeoutError once the block has run
     ``seconds`` outside ``untimed()``."""
 
-    __slots__ = ("_left", "_seconds")
+    __slots__ = ("_followers", "_held", "_left", "_seconds")
 
     def __init__(self, seconds: float) -> None:
         super().__init__(None)
         self._seconds = seconds
         self._left: float | None = None  # what was left when paused; None: not paused
+        self._followers: list[Pausable] | None = None  # records waiting on this one's call
+        self._held: list[Pausable] = []  # the followers this timer's pause paused
 
     async def __aenter__(self) -> RecordTimer:
         self.when = asyncio.get_running_loop().time() + self._seconds
@@ -71,6 +75,8 @@ class RecordTimer(Deadline):
             return False
         self._left = self.when - asyncio.get_running_loop().time()
         self.move(None)
+        if self._followers:
+            self._held = [follower for follower in self._followers if follower.pause()]
         return True
 
     def resume(self) -> None:
@@ -78,6 +84,17 @@ class RecordTimer(Deadline):
         assert self._left is not None
         left, self._left = self._left, None
         self.move(asyncio.get_running_loop().time() + left)
+        held, self._held = self._held, []
+        for follower in held:
+            follower.resume()
+
+    def lead(self, follower: Pausable) -> None:
+        """``follower`` pauses while this timer is paused, from now on (at once if it is)."""
+        if self._followers is None:
+            self._followers = []
+        self._followers.append(follower)
+        if self._left is not None and follower.pause():
+            self._held.append(follower)
 
 
 class SharedTimers:
@@ -117,6 +134,15 @@ def work_for(timers: Iterable[Pausable]) -> None:
     in (a batch waiting for a rate slot is each of its records waiting for one). Call it
     in a task of its own: it sets the task's context."""
     _RECORD_TIMER.set(SharedTimers(timers))
+
+
+def pause_with(leader: Pausable | None) -> None:
+    """This task's record waits for ``leader``'s call (taken with :func:`calling_timer`
+    by that record's task): its timer pauses whenever the leader's does, as its own call's
+    wait for a slot would have paused it."""
+    follower = _RECORD_TIMER.get()
+    if isinstance(leader, RecordTimer) and follower is not None:
+        leader.lead(follower)
 
 
 class untimed:  # lower case: it reads like a function, ``async with untimed():``

@@ -13,6 +13,9 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, Generic, TypeVar
 
+from spark_jobs.asyncwait import calling_timer, pause_with
+from spark_jobs.asyncwait.record_timer import Pausable
+
 from .errors import RetryableError
 
 T = TypeVar("T")
@@ -53,40 +56,57 @@ class Coalescer(Generic[T]):
     created when the first follower arrives, since most keys never get one. Should the
     leader be cancelled (its record timed out), the followers get a
     :class:`RetryableError` rather than a cancellation that is not theirs; the operator
-    then retries them.
+    then retries them. A follower's timeout pauses while the leader's does (its call
+    waiting for a slot: ``asyncwait.pause_with``), so a wait no record works through
+    never times a follower out.
     """
 
     def __init__(self) -> None:
-        # key -> None while a leader runs alone, or the future its followers wait on.
-        self._in_flight: dict[Hashable, asyncio.Future[T] | None] = {}
+        # key -> the leader's record timer (or None) while it runs alone, then the future
+        # its followers wait on, the leader's timer kept in _leaders meanwhile.
+        self._in_flight: dict[Hashable, asyncio.Future[T] | Pausable | None] = {}
+        self._leaders: dict[Hashable, Pausable | None] = {}
         self.saved_calls = 0
 
     async def run(self, key: Hashable, call: Callable[..., Awaitable[T]], *args: Any) -> T:
         """``await call(*args)``, or the outcome of the call already running for ``key``."""
         in_flight = self._in_flight
         if key in in_flight:
-            shared = in_flight[key]
-            if shared is None:
-                shared = in_flight[key] = asyncio.get_running_loop().create_future()
-            self.saved_calls += 1
-            return await asyncio.shield(shared)
-        in_flight[key] = None
+            return await self._follow(key)
+        in_flight[key] = calling_timer()
         try:
             value = await call(*args)
         except asyncio.CancelledError:
-            shared = in_flight.pop(key)
+            shared = self._end(key)
             if shared is not None:
                 shared.set_exception(RetryableError("the shared call was cancelled by its caller"))
             raise
         except BaseException as error:
-            shared = in_flight.pop(key)
+            shared = self._end(key)
             if shared is not None:
                 shared.set_exception(error)
             raise
-        shared = in_flight.pop(key)
+        shared = self._end(key)
         if shared is not None:
             shared.set_result(value)
         return value
+
+    async def _follow(self, key: Hashable) -> T:
+        shared = self._in_flight[key]
+        if not isinstance(shared, asyncio.Future):  # the first follower
+            self._leaders[key] = shared
+            shared = self._in_flight[key] = asyncio.get_running_loop().create_future()
+        pause_with(self._leaders[key])
+        self.saved_calls += 1
+        return await asyncio.shield(shared)
+
+    def _end(self, key: Hashable) -> asyncio.Future[T] | None:
+        """The leader is done: the future its followers wait on, if any came."""
+        shared = self._in_flight.pop(key)
+        if isinstance(shared, asyncio.Future):
+            del self._leaders[key]
+            return shared
+        return None
 
     def __len__(self) -> int:
         return len(self._in_flight)

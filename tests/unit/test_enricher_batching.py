@@ -69,12 +69,12 @@ async def test_a_batch_waiting_for_a_rate_slot_pauses_every_caller_s_timeout():
 
     async def rate_limited(keys):
         async with untimed():
-            await asyncio.sleep(0.3)  # queued behind the rate limit: three timeouts
+            await asyncio.sleep(1.5)  # queued behind the rate limit: three timeouts
         return {k: k.upper() for k in keys}
 
     for size in (4, 8):  # sent when full (by the last caller), or after max_wait (the first)
         batcher = Batcher(rate_limited, size=size, max_wait=0.01)
-        operator = AsyncWaitOperator(batcher.submit, timeout=0.1)
+        operator = AsyncWaitOperator(batcher.submit, timeout=0.5)
         outputs = [o async for o in operator.run("abcd")]
         assert [o.value for o in outputs if isinstance(o, Result)] == list("ABCD"), outputs
 

@@ -4,6 +4,7 @@ import asyncio
 
 import pytest
 
+from spark_jobs.asyncwait import AsyncWaitOperator, Failure, Result, untimed
 from spark_jobs.enrichers import RetryableError
 from spark_jobs.enrichers.dedup import Coalescer, LruCache
 
@@ -43,6 +44,25 @@ async def test_identical_calls_in_flight_share_one_call():
     assert len(coalescer) == 0
     await coalescer.run("a", call, "a")  # nothing in flight any more: a new call
     assert calls == ["a", "b", "a"]
+
+
+async def test_a_follower_s_timeout_pauses_while_the_leader_waits_for_a_slot():
+    """The leader's wait for a slot (untimed) is its followers' wait too: none times out
+    into a dead letter while no record is being worked on; the call itself still counts."""
+    coalescer = Coalescer()
+    slot_wait = {"a": 1.5, "b": 0.0}  # "a" queues behind the rate limit: three timeouts
+
+    async def call(key):
+        async with untimed():
+            await asyncio.sleep(slot_wait.pop(key, 0.0))
+        await asyncio.sleep(0.01 if key == "a" else 1.0)  # "b" answers after its timeout
+        return key.upper()
+
+    operator = AsyncWaitOperator(lambda key: coalescer.run(key, call, key), timeout=0.5)
+    outputs = [o async for o in operator.run("aaabb") if isinstance(o, Result | Failure)]
+    assert sorted(o.value for o in outputs if isinstance(o, Result)) == ["A", "A", "A"]
+    assert sorted(o.record for o in outputs if isinstance(o, Failure)) == ["b", "b"]
+    assert coalescer.saved_calls == 3
 
 
 async def test_followers_share_the_leaders_error():
