@@ -176,11 +176,9 @@ class ClusterDriverRun(SparkSubmitOperator):
             self.log.warning("deferrable: standalone cluster mode only; waiting in this worker")
             return super().poll_until_complete(external_id, context)
         report_progress(context, self._run.api.snapshot_store, self._run.key)
-        self.defer(
-            trigger=self._trigger(str(external_id)),
-            method_name="execute_complete",
-            kwargs={"run_id": self._run.run_id},
-        )
+        # The run id travels in the trigger's event, not in defer's kwargs: `airflow dags
+        # test` resumes with the event alone (see cluster_run_trigger).
+        self.defer(trigger=self._trigger(str(external_id)), method_name="execute_complete")
 
     def _trigger(self, driver_id: str) -> ClusterRunTrigger:
         connection = self.spark_connection()
@@ -190,20 +188,21 @@ class ClusterDriverRun(SparkSubmitOperator):
         key = self._run.key
         return ClusterRunTrigger(
             driver_id=driver_id,
+            run_id=self._run.run_id,
             status=StandaloneRestStatus(endpoints).to_spec(),
             snapshot_root=self._run.api.snapshot_root,
             namespace=[key.dag_id, key.task_id, key.interval_start],
             poll_interval_s=INTERVAL_S,
         )
 
-    def execute_complete(
-        self, context: Context, event: dict[str, Any], run_id: str
-    ) -> dict[str, Any]:
-        """Resumed on a worker once the trigger fired: end the try as ``execute`` does."""
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        """Resumed on a worker once the trigger fired: end the try as ``execute`` does,
+        with the run id the event carries (``ClusterRunTrigger``)."""
         api = EnrichmentApiHook(self.api_conn_id, self.snapshot_root)
         key = namespace_key(context)
         report_progress(context, api.snapshot_store, key)
         self.log.info("%s (%s)", event.get("message"), event.get("driver_state"))
         if event.get("status") != "success":
-            fail_run(self, api, key, run_id, RuntimeError(str(event.get("message"))))
+            error = RuntimeError(str(event.get("message")))
+            fail_run(self, api, key, str(event["run_id"]), error)
         return finish_run(self, context, api)

@@ -12,6 +12,9 @@ every ``poll_interval_s``, two small things and nothing else:
 It fires once, when the driver has ended (``FINISHED`` is success; ``FAILED``, ``KILLED``,
 ``ERROR`` failure) or when the cluster manager gave no usable answer ``max_missed``
 times in a row; the operator's ``execute_complete`` then reads the summary on a worker.
+The event carries the enrichment run id of the driver, so ``execute_complete`` needs
+nothing but the event: ``airflow dags test`` resumes a task with ``{"event": ...}``
+alone, dropping the ``kwargs`` given to ``defer`` (the triggerer keeps them).
 
 The Storage tab (the task state store) is not written from here: Airflow 3.3's
 triggerer relays Variables, XComs, connections and asset state to a trigger, but no task
@@ -43,6 +46,7 @@ class ClusterRunTrigger(BaseTrigger):
     """Wait for driver ``driver_id`` to end, reporting the namespace's progress.
 
     :param driver_id: the cluster manager's id of the driver (``driver-2026...``).
+    :param run_id: the enrichment run id of that driver's run, echoed in the event.
     :param status: the :meth:`DriverStatusClient.to_spec` of the client to ask.
     :param snapshot_root: the snapshot root the job writes to (any fsspec URL).
     :param namespace: ``(dag_id, task_id, interval_start)`` of the run's namespace.
@@ -54,6 +58,7 @@ class ClusterRunTrigger(BaseTrigger):
         self,
         *,
         driver_id: str,
+        run_id: str,
         status: Mapping[str, Any],
         snapshot_root: str,
         namespace: Sequence[str],
@@ -64,6 +69,7 @@ class ClusterRunTrigger(BaseTrigger):
         # untyped_calls_exclude (pyproject) to a super() call.
         super().__init__()  # type: ignore[no-untyped-call]
         self.driver_id = driver_id
+        self.run_id = run_id
         self.status = dict(status)
         self.snapshot_root = snapshot_root
         self.namespace = tuple(namespace)
@@ -76,6 +82,7 @@ class ClusterRunTrigger(BaseTrigger):
             f"{type(self).__module__}.{type(self).__qualname__}",
             {
                 "driver_id": self.driver_id,
+                "run_id": self.run_id,
                 "status": self.status,
                 "snapshot_root": self.snapshot_root,
                 "namespace": list(self.namespace),
@@ -131,6 +138,7 @@ class ClusterRunTrigger(BaseTrigger):
             {
                 "status": status,
                 "driver_id": self.driver_id,
+                "run_id": self.run_id,
                 "driver_state": driver_state,
                 "message": message,
             }

@@ -3,7 +3,8 @@ submission (``spark.master.rest.enabled``), against the demo API on loopback.
 
 * deferrable: ``airflow dags test`` (which runs the trigger inline, as a triggerer
   would) submits the driver, waits in ``ClusterRunTrigger`` with progress in the log, and
-  ends as a blocking run does: exact output, the summary returned, the Asset event;
+  ends in that same try as a blocking run does: exact output, the summary returned, the
+  Asset event;
 * durable (real scheduler, LocalExecutor): the task process is killed mid-run, not the
   driver; the retry re-attaches to the running driver (one driver, no call twice), or,
   with the driver killed too, submits a new one that resumes from the snapshots.
@@ -127,7 +128,13 @@ def test_a_deferrable_cluster_run_waits_in_the_trigger_and_ends_as_a_blocking_on
     assert returned == summary
     with sqlite3.connect(tmp_path / "home" / "airflow.db") as db:
         [(extra,)] = db.execute("SELECT extra FROM asset_event").fetchall()
+        tries = db.execute(
+            "SELECT try_number, state FROM task_instance WHERE task_id = 'enrich'"
+        ).fetchall()
     assert json.loads(extra)["records_in"] == ROWS and json.loads(extra)["resumed"] is False
+    # The deferred try ended the task itself, resumed with the trigger's event: not a
+    # retry that found the finished driver through the provider's durable re-attach.
+    assert tries == [(1, "success")], log[-6000:]
     report_worker_time(lines)
 
 

@@ -26,6 +26,15 @@ SUMMARY = JobSummary.from_json(
     {"records_in": 3, "enriched": 3, "dead_letters": 0, "resumed": True, "run_id": "r"}
 ).to_json()
 
+# The event ClusterRunTrigger fires for a finished driver: all execute_complete reads.
+FINISHED = {
+    "status": "success",
+    "driver_id": "driver-1",
+    "run_id": "r",
+    "driver_state": "FINISHED",
+    "message": "finished",
+}
+
 
 def context() -> dict:
     return {
@@ -52,19 +61,22 @@ def operator(tmp_path, monkeypatch):
 
 
 def test_airflow_deferred_run_that_finished_returns_the_summary_and_the_asset_event(operator):
-    event = {"status": "success", "driver_id": "driver-1", "driver_state": "FINISHED"}
     ran = context()
-    assert operator.execute_complete(ran, event | {"message": "finished"}, "r") == SUMMARY
+    assert operator.execute_complete(ran, FINISHED) == SUMMARY
     assert ran["outlet_events"][ENRICHED].extra["records_in"] == 3
     assert ran["outlet_events"][ENRICHED].extra["resumed"] is True
 
 
+def test_airflow_deferred_run_resumes_from_the_event_alone(operator):
+    """As ``airflow dags test`` resumes it: next_kwargs ``{"event": ...}``, without the
+    kwargs given to ``defer`` (a real triggerer adds the event to them)."""
+    assert operator.resume_execution("execute_complete", {"event": FINISHED}, context()) == SUMMARY
+
+
 def test_airflow_deferred_run_whose_driver_failed_fails_saying_what_the_next_try_does(operator):
-    event = {"status": "failed", "driver_id": "driver-1", "driver_state": "KILLED"}
+    event = {"status": "failed", "driver_id": "driver-1", "run_id": "r", "driver_state": "KILLED"}
     with pytest.raises(AirflowException) as failed:
-        operator.execute_complete(
-            context(), event | {"message": "driver driver-1 ended KILLED"}, "r"
-        )
+        operator.execute_complete(context(), event | {"message": "driver driver-1 ended KILLED"})
     assert "the next try starts fresh: no snapshot was committed" in str(failed.value)
     assert "driver driver-1 ended KILLED" in str(failed.value)
 
@@ -94,6 +106,5 @@ def test_airflow_run_into_a_delta_table_names_the_table_on_its_asset_event(tmp_p
         outlets=[ENRICHED],
     )
     ran = context()
-    event = {"status": "success", "driver_id": "driver-1", "driver_state": "FINISHED"}
-    assert operator.execute_complete(ran, event | {"message": "finished"}, "r")["records_in"] == 3
+    assert operator.execute_complete(ran, FINISHED)["records_in"] == 3
     assert ran["outlet_events"][ENRICHED].extra["table"] == published

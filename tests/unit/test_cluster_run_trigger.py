@@ -113,6 +113,7 @@ def test_rest_endpoints_of_a_standalone_master_and_of_an_ha_pair():
 def trigger(url: str, root: str, max_missed: int = 3) -> ClusterRunTrigger:
     made = ClusterRunTrigger(
         driver_id=DRIVER,
+        run_id="r1",
         status=StandaloneRestStatus([url]).to_spec(),
         snapshot_root=root,
         namespace=[KEY.dag_id, KEY.task_id, KEY.interval_start],
@@ -134,6 +135,7 @@ async def test_the_trigger_logs_progress_and_fires_once_when_the_driver_finished
         {
             "status": "success",
             "driver_id": DRIVER,
+            "run_id": "r1",  # execute_complete needs nothing but the event
             "driver_state": "FINISHED",
             "message": f"driver {DRIVER} finished",
         }
@@ -150,4 +152,5 @@ async def test_the_trigger_fails_for_a_killed_driver_and_for_a_master_it_cannot_
     async with serve(master(iter(["?"] * 3))) as url:
         [lost] = [event async for event in trigger(url, str(tmp_path), max_missed=3).run()]
     assert lost.payload["status"] == "failed" and lost.payload["driver_state"] == "UNREACHABLE"
+    assert killed.payload["run_id"] == lost.payload["run_id"] == "r1"
     assert "not found" in lost.payload["message"]
