@@ -54,7 +54,9 @@ chaos: $(STAMP)
 # Tests that drive real services, RUNS times with every core kept busy by busy loops.
 RUNS ?= 5
 LOADED_TESTS ?= tests/integration/test_airflow_scheduler.py \
-	tests/integration/test_enrich_job_rate_limit.py
+	tests/integration/test_enrich_job_rate_limit.py \
+	tests/integration/test_model_pacing_profiles.py \
+	tests/integration/test_self_hosted_concurrency.py
 test-under-load: $(STAMP)
 	for run in $$(seq $(RUNS)); do \
 		echo "run $$run of $(RUNS), all cores busy"; \
