@@ -38,8 +38,15 @@ from spark_jobs.driver.progress import (
     settle_quiet_s,
 )
 from spark_jobs.driver.publish import ParquetRun, staging_for
-from spark_jobs.driver.run_failures import RunFailed, dead_letter_ceiling, fail_if, systemic_failure
+from spark_jobs.driver.run_failures import (
+    RunFailed,
+    dead_letter_ceiling,
+    fail_if,
+    nothing_enriched,
+    systemic_failure,
+)
 from spark_jobs.driver.spark_io import (
+    OutputCounts,
     input_fingerprint,
     output_arrow_schema,
     partition_deterministically,
@@ -217,7 +224,7 @@ def _run_holding_lease(
         if retry is not None and isinstance(output, ParquetRun):  # tables refuse retries
             retry.merge_into(spark, output.staging)
             summary = retry.summary(summary)
-        fail_if(store, key, job_record, run_id, _ceiling(spec, output, summary))
+        fail_if(store, key, job_record, run_id, _ceiling(spec, output, summary, counts))
         summary = output.publish(summary, lease.holds)
     finally:
         output.discard()
@@ -286,9 +293,16 @@ def _run_output(
     return TableRun(spec, store, key, stage(spec, run_id))
 
 
-def _ceiling(spec: JobSpec, output: ParquetRun | TableRun, summary: JobSummary) -> RunFailed | None:
-    """A crossed dead-letter ceiling; its result is set aside beside the output."""
-    failure = dead_letter_ceiling(summary, spec.max_dead_letters)
+def _ceiling(
+    spec: JobSpec, output: ParquetRun | TableRun, summary: JobSummary, counts: OutputCounts
+) -> RunFailed | None:
+    """A crossed dead-letter ceiling, or with none given a run that enriched nothing; its
+    result is set aside beside the output."""
+    if spec.max_dead_letters is None:
+        retryable = isinstance(output, ParquetRun)  # tables refuse --retry-dead-letters
+        failure = nothing_enriched(summary, counts.first_error, retryable=retryable)
+    else:
+        failure = dead_letter_ceiling(summary, spec.max_dead_letters)
     if failure is not None and failure.summary is not None:
         output.set_aside(failure.summary)
     return failure

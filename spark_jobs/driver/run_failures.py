@@ -1,4 +1,5 @@
-"""Runs that must not end green: a systemic failure and a dead-letter ceiling crossed.
+"""Runs that must not end green: a systemic failure, a dead-letter ceiling crossed, and
+a run that enriched nothing.
 
 Both fail the job with their own exit status, publish nothing to the output and keep the
 snapshot namespace, so the next run (after the cause is fixed, or with
@@ -82,6 +83,39 @@ def dead_letter_ceiling(summary: JobSummary, ceiling: str | int | None) -> RunFa
     retry = (
         "clearing this task replays the same result without calls, and fails again unless "
         "max_dead_letters is raised; read the errors in the snapshots' dead letters first"
+    )
+    failed = replace(summary, failed=reason)
+    return RunFailed(ExitStatus.DEAD_LETTER_CEILING, reason, retry, failed)
+
+
+def nothing_enriched(
+    summary: JobSummary, first_error: str | None, *, retryable: bool
+) -> RunFailed | None:
+    """The failure of a finished run whose every record is a dead letter, when no
+    ``--max-dead-letters`` says how many are acceptable.
+
+    The partitions hold back a streak of transient or same-kind failures only until it
+    proves an outage or a systemic failure (``--outage-threshold``, ``--systemic-threshold``
+    records in a row); at the end of a partition's input a shorter streak is released as
+    dead letters. A partition smaller than those thresholds never proves either, so an API
+    down for the whole run, or a wrong URL, left every record a dead letter and the run
+    green. One enriched record anywhere shows the API answers; none, and the run failed.
+    It fails as a ceiling does (its result set aside, the snapshots kept). ``retryable``:
+    the output is Parquet, whose dead letters ``--retry-dead-letters`` calls again (a
+    table's run is started again with ``--resume never``)."""
+    if summary.budget is not None or summary.enriched or not summary.dead_letters:
+        return None
+    example = f" (one: {first_error[:300]})" if first_error else ""
+    again = "--retry-dead-letters" if retryable else "--resume never"
+    reason = (
+        f"nothing enriched: all {summary.dead_letters} records are dead letters{example}. "
+        "Nothing was published; the snapshots are kept: fix the cause, then run again with "
+        f"{again} to call those records again (--max-dead-letters 100% accepts such a run)."
+    )
+    param = "the retry_dead_letters param" if retryable else "the resume param set to never"
+    retry = (
+        "clearing this task replays the same result without calls and fails again: fix the "
+        f"cause, then run with {param} to call those records again"
     )
     failed = replace(summary, failed=reason)
     return RunFailed(ExitStatus.DEAD_LETTER_CEILING, reason, retry, failed)

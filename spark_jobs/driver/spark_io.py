@@ -107,6 +107,8 @@ class OutputCounts:
     enriched: int
     dead_letters: int
     task_rows: TaskRows | None = None
+    first_error: str | None = None
+    """A dead letter's error when every row is one: what the failed run names."""
 
 
 def write_outputs(
@@ -150,9 +152,13 @@ def write_outputs(
         if spec.output_format == "iceberg":
             data_rows = cached if dead_letters is None else cached.filter(~failed)
             task_rows = TaskRows(_rows_by_task(data_rows), _rows_by_task(cached.filter(failed)))
+        first_error = None
+        if rows and rows == failures:  # nothing enriched: the run fails naming an error
+            first = cached.select(ERROR_COLUMN).first()
+            first_error = None if first is None else str(first[0])
     finally:
         cached.unpersist()
-    return OutputCounts(enriched=rows - failures, dead_letters=failures, task_rows=task_rows)
+    return OutputCounts(rows - failures, failures, task_rows, first_error)
 
 
 def _rows_by_task(frame: DataFrame) -> dict[int, int]:

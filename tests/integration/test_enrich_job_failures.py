@@ -234,3 +234,30 @@ def test_retry_dead_letters_refuses_a_rejected_summary_naming_a_folder_outside_t
     assert expected in log
     assert not calls, "nothing was called"
     assert not (tmp_path / "out").exists(), "nothing was published"
+
+
+def test_an_api_down_for_a_run_too_small_to_prove_an_outage_fails_it_and_the_retry_enriches(
+    tmp_path,
+):
+    """Partitions of 15 records never reach --outage-threshold (50): every call refused
+    left every record a dead letter and the run green. With no record enriched the run
+    fails as a ceiling does, naming an error; --retry-dead-letters then calls them all."""
+    ids = [f"k{i:05d}" for i in range(60)]
+    write_input(tmp_path / "in" / "part.jsonl", ids)
+    with demo_api() as down:
+        url = down.url
+    args = job_args(tmp_path, url, "--partitions", "4", "--max-attempts", "2")
+    code, log = run_job(args)
+    assert code == ExitStatus.DEAD_LETTER_CEILING, log[-3000:]
+    assert "nothing enriched: all 60 records are dead letters (one: TransportError:" in log
+    assert "Cannot connect to host" in log and "--retry-dead-letters" in log
+    assert not (tmp_path / "out" / "_SUMMARY.json").exists(), "nothing published"
+    with demo_api() as api:
+        retry = [*job_args(tmp_path, api.url, "--partitions", "4"), "--retry-dead-letters"]
+        code, log = run_job(retry)
+        assert code == 0, log[-3000:]
+        calls = api.calls_per_key()
+    data, dead, summary = read_output(tmp_path / "out")
+    assert dead == [] and sorted(r["id"] for r in data) == ids
+    assert calls == Counter(ids), "one call per record"
+    assert summary["dead_letter_retry"]["retried"] == len(ids)
