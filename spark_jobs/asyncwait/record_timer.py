@@ -52,7 +52,7 @@ class RecordTimer(Deadline):
         self._seconds = seconds
         self._left: float | None = None  # what was left when paused; None: not paused
         self._followers: list[Pausable] | None = None  # records waiting on this one's call
-        self._held: list[Pausable] = []  # the followers this timer's pause paused
+        self._held: list[Pausable] | None = None  # the followers its pause paused
 
     async def __aenter__(self) -> RecordTimer:
         self.when = asyncio.get_running_loop().time() + self._seconds
@@ -84,9 +84,10 @@ class RecordTimer(Deadline):
         assert self._left is not None
         left, self._left = self._left, None
         self.move(asyncio.get_running_loop().time() + left)
-        held, self._held = self._held, []
-        for follower in held:
-            follower.resume()
+        held, self._held = self._held, None
+        if held:
+            for follower in held:
+                follower.resume()
 
     def lead(self, follower: Pausable) -> None:
         """``follower`` pauses while this timer is paused, from now on (at once if it is)."""
@@ -94,7 +95,7 @@ class RecordTimer(Deadline):
             self._followers = []
         self._followers.append(follower)
         if self._left is not None and follower.pause():
-            self._held.append(follower)
+            self._held = [*(self._held or ()), follower]
 
 
 class SharedTimers:

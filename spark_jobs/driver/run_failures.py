@@ -1,7 +1,7 @@
 """Runs that must not end green: a systemic failure, a dead-letter ceiling crossed, and
 a run that enriched nothing.
 
-Both fail the job with their own exit status, publish nothing to the output and keep the
+Each fails the job with its own exit status, publishes nothing to the output and keeps the
 snapshot namespace, so the next run (after the cause is fixed, or with
 ``--retry-dead-letters``) resumes and pays for nothing twice. The reason is also written
 into the namespace's job record (``last_failure``), where the Airflow operator reads it
